@@ -1,0 +1,152 @@
+"""DataStream, KeyedStream, WindowedStream: the user's pipeline-building API (Flink's names).
+
+Every method records a Transformation; nothing runs until ``env.execute()``. Records are Spark
+rows: ``transform`` takes any function from a pyspark DataFrame to a DataFrame and applies it to
+each bundle, and aggregates are Spark aggregate columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from millrace.api.transformations import (
+    KeyByTransformation,
+    SinkTransformation,
+    Transformation,
+    TransformTransformation,
+    WindowAggregateTransformation,
+)
+from millrace.api.windows import TumblingEventTimeWindows
+
+if TYPE_CHECKING:
+    from millrace.api.stream_execution_environment import StreamExecutionEnvironment
+
+__all__ = ["DataStream", "DataStreamSink", "KeyedStream", "WindowedStream"]
+
+
+class DataStream:
+    """A stream of Spark rows produced by ``transformation``.
+
+    Threading:
+        Build pipelines on one thread; the objects are not thread-safe.
+    """
+
+    def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
+        self._env = env
+        self._transformation = transformation
+
+    @property
+    def transformation(self) -> Transformation:
+        return self._transformation
+
+    def transform(self, fn: Callable[[Any], Any], name: str = "transform") -> DataStream:
+        """Apply ``fn`` (pyspark DataFrame -> DataFrame) to every bundle; chained, no exchange.
+
+        ``fn`` must be a per-record (stateless) function of its input: filters, projections,
+        column expressions, joins with static data. It runs inside the bundle's Spark job.
+
+        Raises:
+            TypeError: If ``fn`` is not callable.
+        """
+        if not callable(fn):
+            raise TypeError(f"transform() takes a function DataFrame -> DataFrame, got {fn!r}")
+        return self._add(TransformTransformation(name, self._transformation, fn=fn))
+
+    def key_by(self, *keys: str) -> KeyedStream:
+        """Partition the stream by the value of the ``keys`` columns (hash of key groups).
+
+        Raises:
+            ValueError: If no key column is given.
+        """
+        if not keys or not all(isinstance(k, str) and k for k in keys):
+            raise ValueError("key_by() takes one or more column names")
+        t = KeyByTransformation(f"key_by({', '.join(keys)})", self._transformation, keys=keys)
+        return KeyedStream(self._env, t)
+
+    def sink_to(self, sink: Any, name: str | None = None) -> DataStreamSink:
+        """Write the stream to ``sink`` (see ``millrace.sinks``)."""
+        t = SinkTransformation(name or f"Sink: {sink.describe()}", self._transformation, sink=sink)
+        self._env._add_sink(t)
+        return DataStreamSink(t)
+
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        """Set the parallelism of the operator that produces this stream.
+
+        Raises:
+            ValueError: If ``parallelism`` < 1.
+        """
+        if parallelism < 1:
+            raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+        self._transformation.parallelism = parallelism
+        return self
+
+    def _add(self, transformation: Transformation) -> DataStream:
+        return DataStream(self._env, transformation)
+
+
+class KeyedStream:
+    """A stream partitioned by key columns."""
+
+    def __init__(self, env: StreamExecutionEnvironment, key_by: KeyByTransformation) -> None:
+        self._env = env
+        self._key_by = key_by
+
+    def window(self, assigner: TumblingEventTimeWindows) -> WindowedStream:
+        """Group each key's records into event-time windows of ``assigner``.
+
+        Raises:
+            TypeError: If ``assigner`` is not a window assigner from ``millrace.windows``.
+        """
+        if not isinstance(assigner, TumblingEventTimeWindows):
+            raise TypeError(f"window() takes an assigner from millrace.windows, got {assigner!r}")
+        return WindowedStream(self._env, self._key_by, assigner)
+
+
+class WindowedStream:
+    """A keyed stream with a window assigner; ``agg`` makes it a DataStream again."""
+
+    def __init__(
+        self, env: StreamExecutionEnvironment, key_by: KeyByTransformation,
+        window: TumblingEventTimeWindows,
+    ) -> None:
+        self._env = env
+        self._key_by = key_by
+        self._window = window
+
+    def agg(self, *aggregates: Any) -> DataStream:
+        """Aggregate every (key, window) with Spark aggregate columns, when the window fires.
+
+        count, sum, min, max and avg are pre-aggregated before the exchange and merged on the
+        keyed side (local-global aggregation); any other aggregate buffers the window's records
+        in keyed state and Spark aggregates them when the window fires.
+
+        Schema:
+            ``(key columns..., window_start: timestamp, window_end: timestamp, aggregates...)``,
+            one row per key and window.
+
+        Raises:
+            ValueError: If no aggregate is given.
+        """
+        if not aggregates:
+            raise ValueError("agg() takes one or more Spark aggregate columns, e.g. F.count('*')")
+        keys = self._key_by.keys
+        name = f"Window({self._window.size_ms} ms) agg by {', '.join(keys)}"
+        t = WindowAggregateTransformation(
+            name, self._key_by, keys=keys, window=self._window, aggregates=tuple(aggregates)
+        )
+        return DataStream(self._env, t)
+
+
+class DataStreamSink:
+    """The end of a pipeline."""
+
+    def __init__(self, transformation: SinkTransformation) -> None:
+        self.transformation = transformation
+
+    def set_parallelism(self, parallelism: int) -> DataStreamSink:
+        """Set the sink's parallelism (it chains only with an upstream of equal parallelism)."""
+        if parallelism < 1:
+            raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+        self.transformation.parallelism = parallelism
+        return self

@@ -1,0 +1,144 @@
+"""Turns a pipeline's Transformations into a JobGraph with operator chaining.
+
+Chaining (seed 002): consecutive operators with a forward connection and equal parallelism run in
+one task, so each bundle of a subtask costs one Spark job for the whole chain. A ``key_by`` ends a
+chain with a HASH edge. Before a keyed window with decomposable aggregates, the upstream chain
+ends with a local pre-aggregation (Flink's local-global aggregation).
+"""
+
+from __future__ import annotations
+
+from millrace.api.operators import (
+    LocalWindowAggregateOperator,
+    SinkOperator,
+    SourceOperator,
+    TransformOperator,
+    WindowAggregateOperator,
+    WindowAssignOperator,
+)
+from millrace.api.transformations import (
+    KeyByTransformation,
+    SinkTransformation,
+    SourceTransformation,
+    Transformation,
+    TransformTransformation,
+    WindowAggregateTransformation,
+)
+from millrace.errors import PipelineError
+from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
+
+__all__ = ["SOURCE_TASK", "WINDOW_TASK", "generate_job_graph"]
+
+SOURCE_TASK = "millrace.spark.source_stream_task:SourceStreamTask"
+WINDOW_TASK = "millrace.spark.window_stream_task:WindowStreamTask"
+
+
+def generate_job_graph(
+    name: str, sinks: list[SinkTransformation], default_parallelism: int, max_parallelism: int
+) -> JobGraph:
+    """Build the JobGraph of the pipelines ending in ``sinks``.
+
+    Raises:
+        PipelineError: If the pipeline has no sink, branches, or uses a construct that cannot be
+            chained (a parallelism change without key_by, a window without event time).
+    """
+    if not sinks:
+        raise PipelineError("the pipeline has no sink: call sink_to() before execute()")
+    vertices: list[JobVertex] = []
+    edges: list[JobEdge] = []
+    seen: set[int] = set()
+    for sink in sinks:
+        chain = _linearize(sink, seen)
+        _build_vertices(chain, default_parallelism, max_parallelism, vertices, edges)
+    return JobGraph(name, vertices, edges, max_parallelism=max_parallelism)
+
+
+def _linearize(sink: SinkTransformation, seen: set[int]) -> list[Transformation]:
+    chain: list[Transformation] = []
+    node: Transformation | None = sink
+    while node is not None:
+        if node.id in seen:
+            raise PipelineError(
+                f"{node.name!r} feeds more than one downstream operator; branching pipelines are "
+                "not supported yet: build one pipeline per sink"
+            )
+        seen.add(node.id)
+        chain.append(node)
+        node = node.input
+    chain.reverse()
+    if not isinstance(chain[0], SourceTransformation):
+        raise PipelineError(f"pipeline of {sink.name!r} does not start at a source")
+    return chain
+
+
+def _build_vertices(
+    chain: list[Transformation], default_p: int, max_p: int,
+    vertices: list[JobVertex], edges: list[JobEdge],
+) -> None:
+    source = chain[0]
+    assert isinstance(source, SourceTransformation)
+    event_time = source.event_time
+    parallelism = source.parallelism or default_p
+    operators: list[object] = [SourceOperator(
+        source.source, event_time, source.max_out_of_orderness_ms, source.name)]
+    current = JobVertex(source.name, parallelism, SOURCE_TASK, operators, is_source=True)
+    i = 1
+    while i < len(chain):
+        t = chain[i]
+        if isinstance(t, TransformTransformation):
+            _check_parallelism(t, current)
+            operators.append(TransformOperator(t.fn, t.name))  # type: ignore[arg-type]
+        elif isinstance(t, SinkTransformation):
+            _check_parallelism(t, current)
+            operators.append(SinkOperator(t.sink, t.name))
+        elif isinstance(t, KeyByTransformation):
+            window = chain[i + 1] if i + 1 < len(chain) else None
+            if not isinstance(window, WindowAggregateTransformation):
+                raise PipelineError(f"{t.name} must be followed by .window(...).agg(...)")
+            if event_time is None:
+                raise PipelineError(
+                    f"{window.name} needs event time: pass event_time= to env.from_source()")
+            if any(isinstance(op, WindowAggregateOperator) for op in operators):
+                raise PipelineError("windowing the output of a window is not supported yet")
+            plan = _aggregate_plan(window.aggregates)
+            operators.append(
+                LocalWindowAggregateOperator(t.keys, window.window, event_time, plan)  # type: ignore[arg-type]
+                if plan.decomposable
+                else WindowAssignOperator(window.window, event_time)  # type: ignore[arg-type]
+            )
+            _finish(current, operators, vertices)
+            nxt_p = window.parallelism or default_p
+            if nxt_p > max_p:
+                raise PipelineError(f"{window.name}: parallelism {nxt_p} exceeds "
+                                    f"pipeline.max-parallelism={max_p}")
+            operators = [WindowAggregateOperator(t.keys, window.window, plan, window.name)]  # type: ignore[arg-type]
+            nxt = JobVertex(window.name, nxt_p, WINDOW_TASK, operators)
+            edges.append(
+                JobEdge(current.vertex_id, nxt.vertex_id, DistributionPattern.HASH, t.keys))
+            current = nxt
+            i += 1
+        else:
+            raise PipelineError(f"unsupported transformation {t.name!r}")
+        i += 1
+    _finish(current, operators, vertices)
+
+
+def _finish(vertex: JobVertex, operators: list[object], vertices: list[JobVertex]) -> None:
+    vertex.operators = tuple(operators)
+    names = [getattr(op, "name", type(op).__name__.removesuffix("Operator")) for op in operators]
+    vertex.name = " -> ".join(names)
+    vertices.append(vertex)
+
+
+def _check_parallelism(t: Transformation, vertex: JobVertex) -> None:
+    if t.parallelism is not None and t.parallelism != vertex.parallelism:
+        raise PipelineError(
+            f"{t.name!r} has parallelism {t.parallelism} but its input has "
+            f"{vertex.parallelism}; only key_by() may change the parallelism"
+        )
+
+
+def _aggregate_plan(aggregates: tuple[object, ...]) -> object:
+    from millrace.spark.aggregation import AggregatePlan
+
+    return AggregatePlan.of(aggregates)

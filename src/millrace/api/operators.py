@@ -1,0 +1,88 @@
+"""Descriptors of the stream operators that a JobVertex chains.
+
+The JobGraph generator turns the user's transformations into these; ``millrace.spark`` executes
+them, one Spark job per bundle for the whole chain. They hold user objects (functions, Spark
+columns) and are opaque to the control plane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from millrace.api.windows import TumblingEventTimeWindows
+
+__all__ = [
+    "LocalWindowAggregateOperator",
+    "SinkOperator",
+    "SourceOperator",
+    "TransformOperator",
+    "WindowAggregateOperator",
+    "WindowAssignOperator",
+]
+
+
+@dataclass(frozen=True)
+class SourceOperator:
+    """Reads input splits of ``source``; assigns event time from column ``event_time``.
+
+    Args:
+        source: A source connector (``millrace.sources``).
+        event_time: Timestamp column holding each record's event time, or None.
+        max_out_of_orderness_ms: Bounded disorder within a split (ms) for its watermark.
+        name: Operator name shown in the UI.
+    """
+
+    source: Any
+    event_time: str | None
+    max_out_of_orderness_ms: int
+    name: str
+
+
+@dataclass(frozen=True)
+class TransformOperator:
+    """Applies ``fn``: pyspark DataFrame -> DataFrame to each bundle."""
+
+    fn: Callable[[Any], Any]
+    name: str
+
+
+@dataclass(frozen=True)
+class WindowAssignOperator:
+    """Adds the window start of each record (buffered windows: non-decomposable aggregates)."""
+
+    window: TumblingEventTimeWindows
+    event_time: str
+
+
+@dataclass(frozen=True)
+class LocalWindowAggregateOperator:
+    """Pre-aggregates each bundle per (key, window) before the exchange (local-global)."""
+
+    keys: tuple[str, ...]
+    window: TumblingEventTimeWindows
+    event_time: str
+    plan: Any  # millrace.spark.aggregation.AggregatePlan
+
+
+@dataclass(frozen=True)
+class WindowAggregateOperator:
+    """Keyed window operator: keeps state per (key, window); fires when the watermark passes.
+
+    ``plan.decomposable`` tells whether its input holds partial aggregates (merged on firing) or
+    raw records with a window start (aggregated by Spark on firing).
+    """
+
+    keys: tuple[str, ...]
+    window: TumblingEventTimeWindows
+    plan: Any  # millrace.spark.aggregation.AggregatePlan
+    name: str
+
+
+@dataclass(frozen=True)
+class SinkOperator:
+    """Writes each bundle to ``sink`` (``millrace.sinks``)."""
+
+    sink: Any
+    name: str

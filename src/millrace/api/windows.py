@@ -1,0 +1,48 @@
+"""Window assigners for keyed streams (event time).
+
+Windows are aligned to the epoch in UTC, as Flink's ``TumblingEventTimeWindows`` with offset 0:
+``tumbling("1 day")`` yields UTC days ``[00:00, 24:00)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from millrace.config import parse_duration
+
+__all__ = ["TumblingEventTimeWindows", "tumbling"]
+
+
+@dataclass(frozen=True)
+class TumblingEventTimeWindows:
+    """Fixed-size, non-overlapping event-time windows ``[start, start + size)``.
+
+    Args:
+        size_ms: Window length in milliseconds (> 0).
+        offset_ms: Shift of the window starts from the epoch, milliseconds, ``0 <= offset < size``.
+    """
+
+    size_ms: int
+    offset_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size_ms <= 0:
+            raise ValueError(f"window size must be > 0 ms, got {self.size_ms}")
+        if not 0 <= self.offset_ms < self.size_ms:
+            raise ValueError(f"window offset must be in [0, size), got {self.offset_ms}")
+
+    def window_start_ms(self, timestamp_ms: int) -> int:
+        """Start of the window holding ``timestamp_ms`` (Flink's getWindowStartWithOffset)."""
+        return timestamp_ms - (timestamp_ms - self.offset_ms) % self.size_ms
+
+
+def tumbling(size: str | float, offset: str | float = 0) -> TumblingEventTimeWindows:
+    """Tumbling event-time windows of ``size`` (e.g. ``"1 day"``, ``"10 min"``, or seconds).
+
+    Raises:
+        ConfigError: If ``size`` or ``offset`` is not a duration.
+        ValueError: If the size is zero or the offset not below the size.
+    """
+    size_ms = round(parse_duration(size, key="window size") * 1000)
+    offset_ms = round(parse_duration(offset, key="window offset") * 1000)
+    return TumblingEventTimeWindows(size_ms, offset_ms)

@@ -1,0 +1,351 @@
+"""Typed, validated configuration: keys, defaults, units (Flink style).
+
+A :class:`Configuration` maps keys such as ``rpc.ask-timeout`` to values. Every known key is a
+:class:`ConfigOption` with a type, a default and a description; values given as strings (from
+``-D key=value`` or a YAML file) are parsed and validated when read, and an invalid value raises
+:class:`~millrace.errors.ConfigError` naming the key, the value and what is allowed.
+
+Durations are read into float seconds (``"10 s"``, ``"500 ms"``, ``"1 min"``); sizes into int
+bytes (``"10485760b"``, ``"64 mb"``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from millrace.errors import ConfigError
+
+__all__ = [
+    "ClusterOptions",
+    "ConfigOption",
+    "Configuration",
+    "ExecutionOptions",
+    "HeartbeatOptions",
+    "RpcOptions",
+    "SparkOptions",
+    "all_options",
+    "parse_duration",
+    "parse_size",
+]
+
+T = TypeVar("T")
+
+_DURATION_UNITS = {
+    "ms": 0.001, "milli": 0.001, "millis": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+}
+_SIZE_UNITS = {
+    "b": 1, "bytes": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
+    "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3,
+}
+_NUMBER_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_duration(value: object, *, key: str = "duration") -> float:
+    """Parse ``"10 s"``, ``"500ms"``, ``"1 min"`` or a number of seconds into float seconds.
+
+    Raises:
+        ConfigError: If the value is not a non-negative duration with a known unit.
+    """
+    if isinstance(value, bool):
+        raise ConfigError(key, value, "a duration such as '10 s' or '500 ms'")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ConfigError(key, value, "a non-negative duration")
+        return float(value)
+    match = _NUMBER_UNIT.match(str(value))
+    unit = match.group(2).lower() if match else ""
+    if not match or (unit and unit not in _DURATION_UNITS):
+        raise ConfigError(
+            key, value, "a duration: a number with a unit of ms, s, min, h or d (e.g. '10 s')"
+        )
+    return float(match.group(1)) * _DURATION_UNITS.get(unit, 1.0)
+
+
+def parse_size(value: object, *, key: str = "size") -> int:
+    """Parse ``"10485760b"``, ``"64 mb"`` or an int into bytes.
+
+    Raises:
+        ConfigError: If the value is not a non-negative size with a known unit.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ConfigError(key, value, "a non-negative size in bytes")
+        return value
+    match = _NUMBER_UNIT.match(str(value))
+    unit = match.group(2).lower() if match else ""
+    if not match or (unit and unit not in _SIZE_UNITS):
+        raise ConfigError(key, value, "a size: a number with a unit of b, kb, mb or gb")
+    return int(float(match.group(1)) * _SIZE_UNITS.get(unit, 1))
+
+
+def _parse_int(value: object, key: str) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(key, value, "an integer")
+    try:
+        return int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise ConfigError(key, value, "an integer") from None
+
+
+def _parse_bool(value: object, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ConfigError(key, value, "true or false")
+
+
+@dataclass(frozen=True)
+class ConfigOption(Generic[T]):
+    """One configuration key with its type, default and constraints.
+
+    Args:
+        key: Dotted key, e.g. ``rpc.ask-timeout``.
+        kind: One of ``duration`` (float s), ``size`` (int bytes), ``int``, ``float``,
+            ``bool``, ``str``.
+        default: Default value (already parsed), or a callable of the Configuration for
+            derived defaults (e.g. heartbeat.interval = ask timeout / 10, seed 000).
+        description: What the key controls, shown by ``millrace config``.
+        minimum: Smallest allowed numeric value, inclusive.
+        choices: Allowed values for ``str`` options.
+    """
+
+    key: str
+    kind: str
+    default: Any
+    description: str
+    minimum: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    def parse(self, raw: object) -> T:
+        """Parse and validate ``raw``.
+
+        Raises:
+            ConfigError: If ``raw`` is not allowed for this key.
+        """
+        key = self.key
+        value: Any
+        if self.kind == "duration":
+            value = parse_duration(raw, key=key)
+        elif self.kind == "size":
+            value = parse_size(raw, key=key)
+        elif self.kind == "int":
+            value = _parse_int(raw, key)
+        elif self.kind == "float":
+            try:
+                value = float(raw)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise ConfigError(key, raw, "a number") from None
+        elif self.kind == "bool":
+            value = _parse_bool(raw, key)
+        else:
+            value = str(raw)
+            if self.choices is not None and value not in self.choices:
+                raise ConfigError(key, raw, "one of " + ", ".join(self.choices))
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(key, raw, f"a value >= {self.minimum:g}")
+        return value  # type: ignore[no-any-return]
+
+
+def _option(key: str, kind: str, default: Any, description: str, **kw: Any) -> ConfigOption[Any]:
+    return ConfigOption(key, kind, default, description, **kw)
+
+
+class RpcOptions:
+    """RPC keys (seed 000's akka.* keys under Flink's current names)."""
+
+    ASK_TIMEOUT = _option(
+        "rpc.ask-timeout", "duration", 10.0,
+        "Timeout of every ask (call returning a future). Current Flink uses 10 s; seed 000's "
+        "100 s predates it.", minimum=0.001)
+    LOOKUP_TIMEOUT = _option(
+        "rpc.lookup-timeout", "duration", 10.0,
+        "Timeout for resolving a gateway at an address; shorter than the ask timeout so that "
+        "a missing endpoint fails fast (seed 000).", minimum=0.001)
+    FRAMESIZE = _option(
+        "rpc.framesize", "size", 10485760,
+        "Largest message sent between processes, in bytes (seed 000).", minimum=1024)
+
+
+def _derived_interval(conf: Configuration) -> float:
+    return conf.get(RpcOptions.ASK_TIMEOUT) / 10.0
+
+
+def _derived_pause(conf: Configuration) -> float:
+    return conf.get(RpcOptions.ASK_TIMEOUT)
+
+
+class HeartbeatOptions:
+    """DeathWatch keys; defaults derive from the ask timeout as in seed 000."""
+
+    INTERVAL = _option("heartbeat.interval", "duration", _derived_interval,
+                       "Heartbeat interval (default rpc.ask-timeout / 10).", minimum=0.001)
+    PAUSE = _option("heartbeat.pause", "duration", _derived_pause,
+                    "Acceptable heartbeat pause (default rpc.ask-timeout).", minimum=0.001)
+    THRESHOLD = _option("heartbeat.threshold", "float", 12.0,
+                        "Phi threshold of the failure detector.", minimum=0.1)
+
+
+class ClusterOptions:
+    """Cluster shape keys."""
+
+    NUM_TASK_SLOTS = _option("taskmanager.numberOfTaskSlots", "int", 2,
+                             "Slots offered by each TaskManager.", minimum=1)
+    NUM_TASK_MANAGERS = _option("minicluster.number-of-taskmanagers", "int", 2,
+                                "TaskManagers started by the embedded mini-cluster.", minimum=1)
+    SLOT_REQUEST_TIMEOUT = _option("slot.request.timeout", "duration", 60.0,
+                                   "How long a job waits for its slots.", minimum=0.001)
+    TMP_DIR = _option("io.tmp.dirs", "str", ".millrace",
+                      "Working directory for the exchange store, state and pending files.")
+
+
+class ExecutionOptions:
+    """Job execution keys."""
+
+    PARALLELISM = _option("parallelism.default", "int", 2,
+                          "Parallelism of operators that do not set one.", minimum=1)
+    MAX_PARALLELISM = _option("pipeline.max-parallelism", "int", 128,
+                              "Number of key groups (upper bound of a keyed operator's "
+                              "parallelism).", minimum=1)
+    BUNDLE_MAX_RECORDS = _option("execution.bundle.max-records", "int", 1_000_000,
+                                 "Records after which a bundle closes.", minimum=1)
+    BUNDLE_MAX_TIME = _option("execution.bundle.max-time", "duration", 0.2,
+                              "Time after which a keyed subtask closes a bundle of inputs.",
+                              minimum=0.0)
+    BUNDLE_MAX_INPUTS = _option("execution.bundle.max-inputs", "int", 64,
+                                "Input bundles after which a keyed subtask closes its bundle.",
+                                minimum=1)
+    STATE_COMPACTION_FILES = _option("state.compaction.max-files", "int", 32,
+                                     "Keyed-state files after which they are compacted into one.",
+                                     minimum=2)
+    PARTITION_POLL_TIMEOUT = _option("execution.partition-poll-timeout", "duration", 1.0,
+                                     "Longest a consumer's pull for new partition events waits.",
+                                     minimum=0.01)
+
+
+class SparkOptions:
+    """Keys of the data plane's SparkSession."""
+
+    MASTER = _option("spark.master", "str", "local[*]", "Spark master of each TaskManager.")
+    DRIVER_MEMORY = _option("spark.driver.memory", "str", "2g", "Memory of the Spark driver.")
+
+
+def all_options() -> list[ConfigOption[Any]]:
+    """Every known option, sorted by key."""
+    options = []
+    for holder in (RpcOptions, HeartbeatOptions, ClusterOptions, ExecutionOptions, SparkOptions):
+        options += [v for v in vars(holder).values() if isinstance(v, ConfigOption)]
+    return sorted(options, key=lambda o: o.key)
+
+
+class Configuration:
+    """Key -> value settings with typed reads.
+
+    Unknown keys are kept (they may belong to Spark: any ``spark.*`` key is passed to the
+    SparkSession) but every known key is validated by :meth:`validate`.
+
+    Threading:
+        Not thread-safe; build it before starting components, then treat it as read-only.
+    """
+
+    def __init__(self, values: Mapping[str, object] | None = None) -> None:
+        self._values: dict[str, object] = dict(values or {})
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> Configuration:
+        """Read a flat or nested YAML mapping (nested keys are joined with dots).
+
+        Raises:
+            ConfigError: If the file is not a YAML mapping.
+        """
+        import yaml
+
+        text = Path(path).read_text()
+        data = yaml.safe_load(text) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(str(path), type(data).__name__, "a YAML mapping of keys to values")
+        return cls(_flatten(data))
+
+    @staticmethod
+    def parse_dynamic_properties(pairs: Iterable[str]) -> dict[str, str]:
+        """Parse ``-D key=value`` arguments.
+
+        Raises:
+            ConfigError: If an argument has no ``=``.
+        """
+        out = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(pair, pair, "key=value")
+            out[key.strip()] = value.strip()
+        return out
+
+    def with_overrides(self, overrides: Mapping[str, object]) -> Configuration:
+        """A copy with ``overrides`` applied."""
+        return Configuration({**self._values, **overrides})
+
+    def set(self, option: ConfigOption[Any] | str, value: object) -> None:
+        self._values[option if isinstance(option, str) else option.key] = value
+
+    def contains(self, option: ConfigOption[Any]) -> bool:
+        return option.key in self._values
+
+    def get(self, option: ConfigOption[T]) -> T:
+        """The parsed value of ``option``, or its default.
+
+        Raises:
+            ConfigError: If the stored value is invalid for the option.
+        """
+        if option.key in self._values:
+            return option.parse(self._values[option.key])
+        default = option.default
+        return default(self) if callable(default) else default  # type: ignore[no-any-return]
+
+    def get_raw(self, key: str, default: object = None) -> object:
+        return self._values.get(key, default)
+
+    def items_with_prefix(self, prefix: str) -> dict[str, object]:
+        return {k: v for k, v in self._values.items() if k.startswith(prefix)}
+
+    def validate(self) -> None:
+        """Parse every known key that is set, and check cross-key rules.
+
+        Raises:
+            ConfigError: On the first invalid value.
+        """
+        for option in all_options():
+            self.get(option)
+        lookup = self.get(RpcOptions.LOOKUP_TIMEOUT)
+        ask = self.get(RpcOptions.ASK_TIMEOUT)
+        if lookup > ask:
+            raw = self._values.get(RpcOptions.LOOKUP_TIMEOUT.key, lookup)
+            raise ConfigError(RpcOptions.LOOKUP_TIMEOUT.key, raw,
+                              f"a duration <= rpc.ask-timeout ({ask:g} s)")
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self._values)
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, full + "."))
+        else:
+            out[full] = value
+    return out
+
+

@@ -1,0 +1,57 @@
+"""RpcGateway: the typed contract through which endpoints talk to each other (seed 004).
+
+A gateway is a ``typing.Protocol`` that subclasses :class:`RpcGateway` and declares the methods
+other components may invoke on an endpoint. The return annotation decides how a call travels:
+
+* ``-> Future[T]`` is an *ask*: the caller gets a ``concurrent.futures.Future`` completed with
+  the endpoint's reply, or failed with the endpoint's error or with ``RpcTimeoutError`` after the
+  ask timeout. A parameter named ``timeout`` (float seconds) overrides ``rpc.ask-timeout``.
+* ``-> None`` is a *tell*: fire-and-forget, no reply and no error reported to the caller.
+
+Example::
+
+    class JobMasterGateway(FencedRpcGateway, Protocol):
+        def update_task_execution_state(self, state: TaskExecutionState) -> Future[Acknowledge]:
+            ...
+
+        def heartbeat_from_task_manager(self, resource_id: ResourceId) -> None:
+            ...
+
+Callers obtain an implementation from ``RpcService.connect`` (a proxy that enqueues each call in
+the target endpoint's mailbox); the endpoint class implements the gateway itself.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["FencedRpcGateway", "RpcGateway"]
+
+
+class RpcGateway(Protocol):
+    """Base of every gateway: a handle on one remote endpoint.
+
+    Threading:
+        Any thread; every method call is executed in the target endpoint's main thread.
+    """
+
+    @property
+    def address(self) -> str:
+        """The address of the endpoint behind this gateway, e.g. ``local://cluster/jobmaster``."""
+        ...
+
+
+class FencedRpcGateway(RpcGateway, Protocol):
+    """A gateway to a FencedRpcEndpoint: every call carries the caller's fencing token.
+
+    A fenced endpoint (a leader such as the JobMaster or ResourceManager) rejects calls whose
+    token differs from its current one, so messages meant for a former leader are not acted on.
+
+    Threading:
+        Any thread.
+    """
+
+    @property
+    def fencing_token(self) -> object | None:
+        """The token attached to every call made through this gateway (None: unfenced)."""
+        ...

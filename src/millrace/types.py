@@ -1,0 +1,37 @@
+"""Ids and aliases of the runtime: small, hashable, printable.
+
+Ids are random 128-bit hex strings like Flink's ``AbstractID``; ``new()`` makes a fresh one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import NewType
+
+__all__ = [
+    "Address",
+    "AllocationId",
+    "ExecutionAttemptId",
+    "JobId",
+    "JobVertexId",
+    "ResourceId",
+    "ResultPartitionId",
+    "new_id",
+]
+
+Address = NewType("Address", str)
+"""An RPC address, e.g. ``local://minicluster/resourcemanager``."""
+
+JobId = NewType("JobId", str)
+JobVertexId = NewType("JobVertexId", str)
+ExecutionAttemptId = NewType("ExecutionAttemptId", str)
+ResourceId = NewType("ResourceId", str)
+"""Identifies a TaskManager process (Flink's ResourceID)."""
+AllocationId = NewType("AllocationId", str)
+"""Identifies one slot allocation for one job."""
+ResultPartitionId = NewType("ResultPartitionId", str)
+
+
+def new_id() -> str:
+    """Return a fresh random 32-hex-digit id."""
+    return uuid.uuid4().hex
