@@ -25,6 +25,7 @@ __all__ = [
     "Configuration",
     "ExecutionOptions",
     "HeartbeatOptions",
+    "PipelineOptions",
     "RpcOptions",
     "SparkOptions",
     "all_options",
@@ -239,12 +240,27 @@ class SparkOptions:
 
     MASTER = _option("spark.master", "str", "local[*]", "Spark master of each TaskManager.")
     DRIVER_MEMORY = _option("spark.driver.memory", "str", "2g", "Memory of the Spark driver.")
+    SHUFFLE_PARTITIONS = _option(
+        "spark.sql.shuffle.partitions", "int", 1,
+        "Shuffle partitions of each bundle's Spark job. Bundles are small and subtasks already "
+        "run in parallel, so 1 is fastest here; any other spark.* key is passed to Spark too.",
+        minimum=1)
+
+
+class PipelineOptions:
+    """Keys of a pipeline's side outputs."""
+
+    SIDE_OUTPUT_DIR = _option(
+        "pipeline.side-output.dir", "str", "out/side-outputs",
+        "Directory of the side outputs: <dir>/<job name>/dead-letters/ holds malformed records "
+        "with their reason, <dir>/<job name>/late/ records later than the watermark.")
 
 
 def all_options() -> list[ConfigOption[Any]]:
     """Every known option, sorted by key."""
     options = []
-    for holder in (RpcOptions, HeartbeatOptions, ClusterOptions, ExecutionOptions, SparkOptions):
+    for holder in (RpcOptions, HeartbeatOptions, ClusterOptions, ExecutionOptions, SparkOptions,
+                   PipelineOptions):
         options += [v for v in vars(holder).values() if isinstance(v, ConfigOption)]
     return sorted(options, key=lambda o: o.key)
 

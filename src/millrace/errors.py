@@ -208,3 +208,11 @@ class ConfigError(MillraceError, ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"invalid configuration {key}={value!r}: expected {allowed}")
+
+
+class PartitionNotFoundError(RpcError):
+    """A consumer asked for a result partition its producer's TaskExecutor does not hold."""
+
+    def __init__(self, partition_id: str) -> None:
+        self.partition_id = partition_id
+        super().__init__(f"result partition {partition_id} not found (released or never made)")

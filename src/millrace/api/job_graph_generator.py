@@ -104,7 +104,7 @@ def _build_vertices(
             operators.append(
                 LocalWindowAggregateOperator(t.keys, window.window, event_time, plan)  # type: ignore[arg-type]
                 if plan.decomposable
-                else WindowAssignOperator(window.window, event_time)  # type: ignore[arg-type]
+                else WindowAssignOperator(t.keys, window.window, event_time)  # type: ignore[arg-type]
             )
             _finish(current, operators, vertices)
             nxt_p = window.parallelism or default_p

@@ -50,8 +50,10 @@ class TransformOperator:
 
 @dataclass(frozen=True)
 class WindowAssignOperator:
-    """Adds the window start of each record (buffered windows: non-decomposable aggregates)."""
+    """Adds the window start of each record (buffered windows: non-decomposable aggregates);
+    records are then partitioned by the key group of ``keys``."""
 
+    keys: tuple[str, ...]
     window: TumblingEventTimeWindows
     event_time: str
 

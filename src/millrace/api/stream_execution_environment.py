@@ -1,0 +1,181 @@
+"""StreamExecutionEnvironment: where a pipeline is built and executed (Flink's name).
+
+``get_execution_environment()`` returns the environment of the context the script runs in:
+inside ``millrace run`` it submits to that command's cluster; in a plain ``python`` process it
+is a local environment that starts an embedded MiniCluster for each ``execute`` and shares one
+SparkSession. Spark starts when the environment is created, because building aggregate columns
+(``F.count``...) needs a running SparkContext.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from millrace.api.data_stream import DataStream
+from millrace.api.job_graph_generator import generate_job_graph
+from millrace.api.transformations import SinkTransformation, SourceTransformation
+from millrace.config import Configuration, ExecutionOptions, parse_duration
+from millrace.errors import JobExecutionError
+from millrace.runtime.executiongraph import IOMetrics
+from millrace.runtime.job_result import JobDetails, JobResult, JobResultSuccess
+from millrace.runtime.jobgraph import JobGraph
+from millrace.types import JobId
+
+__all__ = ["JobExecutionResult", "PipelineExecutor", "StreamExecutionEnvironment"]
+
+PipelineExecutor = Callable[[JobGraph], JobResult]
+"""Runs a JobGraph to the end and returns its JobResult (Flink's PipelineExecutor)."""
+
+_context: tuple[Configuration, Any, PipelineExecutor] | None = None
+
+
+@dataclass(frozen=True)
+class JobExecutionResult:
+    """What ``execute`` returns for a job that FINISHED.
+
+    Attributes:
+        job_id, job_name: The job.
+        duration: Wall time from submission to the end, seconds.
+        accumulators: Vertex name -> counters (records in/out, dead letters, late records).
+        details: Final JobDetails.
+    """
+
+    job_id: JobId
+    job_name: str
+    duration: float
+    accumulators: dict[str, IOMetrics]
+    details: JobDetails
+
+
+class StreamExecutionEnvironment:
+    """Builds and runs pipelines.
+
+    Args:
+        configuration: Job and cluster configuration.
+        spark: The SparkSession to build columns with and to run on.
+        executor: Runs a JobGraph; None for a local MiniCluster per ``execute``.
+
+    Threading:
+        Build and execute from one thread.
+    """
+
+    def __init__(self, configuration: Configuration, spark: Any,
+                 executor: PipelineExecutor | None = None) -> None:
+        self.configuration = configuration
+        self.spark = spark
+        self._executor = executor
+        self._sinks: list[SinkTransformation] = []
+        self._parallelism = configuration.get(ExecutionOptions.PARALLELISM)
+        self._max_parallelism = configuration.get(ExecutionOptions.MAX_PARALLELISM)
+
+    @staticmethod
+    def get_execution_environment(
+        configuration: Configuration | None = None,
+    ) -> StreamExecutionEnvironment:
+        """The environment of the current context (``millrace run``), else a local one.
+
+        Raises:
+            ConfigError: If ``configuration`` holds an invalid value.
+        """
+        if _context is not None:
+            base, spark, executor = _context
+            conf = base if configuration is None else base.with_overrides(
+                configuration.to_dict())
+            return StreamExecutionEnvironment(conf, spark, executor)
+        conf = configuration or Configuration()
+        conf.validate()
+        from millrace.spark.spark_session import create_spark_session
+
+        return StreamExecutionEnvironment(conf, create_spark_session(conf))
+
+    @property
+    def parallelism(self) -> int:
+        return self._parallelism
+
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
+        """Default parallelism of operators (``parallelism.default``).
+
+        Raises:
+            ValueError: If < 1 or above the max parallelism.
+        """
+        if not 1 <= parallelism <= self._max_parallelism:
+            raise ValueError(f"parallelism must be in [1, {self._max_parallelism}], got "
+                             f"{parallelism}")
+        self._parallelism = parallelism
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
+        """Number of key groups (``pipeline.max-parallelism``)."""
+        if max_parallelism < 1:
+            raise ValueError(f"max parallelism must be >= 1, got {max_parallelism}")
+        self._max_parallelism = max_parallelism
+        return self
+
+    def from_source(
+        self, source: Any, event_time: str | None = None,
+        max_out_of_orderness: str | float = 0, name: str | None = None,
+    ) -> DataStream:
+        """A stream reading ``source`` (``millrace.connectors``).
+
+        Args:
+            source: e.g. ``FileSource.parquet(path)``.
+            event_time: Timestamp column with each record's event time (needed by windows).
+            max_out_of_orderness: Allowed disorder within a split: duration string or seconds.
+            name: Operator name (default ``Source: <description>``).
+
+        Raises:
+            ConfigError: If ``max_out_of_orderness`` is not a duration.
+        """
+        ooo_ms = round(parse_duration(max_out_of_orderness, key="max_out_of_orderness") * 1000)
+        t = SourceTransformation(name or f"Source: {source.describe()}", None, source=source,
+                                 event_time=event_time, max_out_of_orderness_ms=ooo_ms)
+        return DataStream(self, t)
+
+    def _add_sink(self, sink: SinkTransformation) -> None:
+        self._sinks.append(sink)
+
+    def get_job_graph(self, job_name: str) -> JobGraph:
+        """The JobGraph of the pipelines built so far.
+
+        Raises:
+            PipelineError: If the pipeline is invalid (see ``generate_job_graph``).
+        """
+        return generate_job_graph(job_name, self._sinks, self._parallelism,
+                                  self._max_parallelism)
+
+    def execute(self, job_name: str = "millrace job") -> JobExecutionResult:
+        """Run the pipelines until their input ends; clears them for the next job.
+
+        Raises:
+            PipelineError: If the pipeline is invalid.
+            JobExecutionError: If the job FAILED or was cancelled; the message holds the root
+                cause.
+        """
+        job_graph = self.get_job_graph(job_name)
+        self._sinks = []
+        result = (self._executor or self._execute_locally)(job_graph)
+        if not isinstance(result, JobResultSuccess):
+            raise JobExecutionError(result.job_id, result.root_cause)
+        return JobExecutionResult(result.job_id, job_name, result.duration,
+                                  result.accumulators, result.details)
+
+    def _execute_locally(self, job_graph: JobGraph) -> JobResult:
+        from millrace.runtime.client.job_client import NO_TIMEOUT
+        from millrace.runtime.minicluster import MiniCluster
+
+        with MiniCluster(self.configuration, spark_session=self.spark) as cluster:
+            return cluster.job_client.submit_job_wait(job_graph).result(timeout=NO_TIMEOUT)
+
+
+def set_context(configuration: Configuration, spark: Any, executor: PipelineExecutor) -> None:
+    """Make ``get_execution_environment`` return environments bound to ``executor`` (used by
+    ``millrace run``)."""
+    global _context
+    _context = (configuration, spark, executor)
+
+
+def clear_context() -> None:
+    global _context
+    _context = None

@@ -1,0 +1,6 @@
+"""Sources and sinks: bounded files in (Parquet, CSV, text), Parquet out."""
+
+from millrace.connectors.file_source import FileSource
+from millrace.connectors.parquet_sink import ParquetSink
+
+__all__ = ["FileSource", "ParquetSink"]

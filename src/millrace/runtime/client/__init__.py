@@ -1,0 +1,1 @@
+"""The client side of job submission: the JobClient endpoint."""

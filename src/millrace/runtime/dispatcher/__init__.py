@@ -1,0 +1,1 @@
+"""The Dispatcher: job submission, one JobMaster per job."""

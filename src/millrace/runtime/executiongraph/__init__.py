@@ -1,0 +1,22 @@
+"""The JobMaster's parallel view of a job: ExecutionGraph and the ExecutionState machine."""
+
+from millrace.runtime.executiongraph.execution_graph import (
+    Execution,
+    ExecutionGraph,
+    ExecutionJobVertex,
+    ExecutionVertex,
+    IOMetrics,
+    JobStatus,
+)
+from millrace.runtime.executiongraph.execution_state import ExecutionState, is_legal_transition
+
+__all__ = [
+    "Execution",
+    "ExecutionGraph",
+    "ExecutionJobVertex",
+    "ExecutionState",
+    "ExecutionVertex",
+    "IOMetrics",
+    "JobStatus",
+    "is_legal_transition",
+]

@@ -1,0 +1,222 @@
+"""ExecutionGraph: the parallel form of a JobGraph, kept by the JobMaster (Flink's names).
+
+``ExecutionGraph`` -> one ``ExecutionJobVertex`` per JobVertex -> one ``ExecutionVertex`` per
+subtask -> its current ``Execution`` (an attempt, with an ExecutionState). The graph is plain
+state owned by the JobMaster and touched only on its main thread; it holds no locks.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from millrace.errors import IllegalExecutionStateTransitionError
+from millrace.runtime.executiongraph.execution_state import ExecutionState, is_legal_transition
+from millrace.runtime.jobgraph import JobGraph, JobVertex
+from millrace.types import (
+    Address,
+    AllocationId,
+    ExecutionAttemptId,
+    JobVertexId,
+    ResultPartitionId,
+    new_id,
+)
+
+__all__ = [
+    "Execution",
+    "ExecutionGraph",
+    "ExecutionJobVertex",
+    "ExecutionVertex",
+    "IOMetrics",
+    "JobStatus",
+]
+
+
+class JobStatus(enum.Enum):
+    """Status of a whole job (Flink's ``JobStatus``)."""
+
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    FAILING = "FAILING"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELED = "CANCELED"
+    FINISHED = "FINISHED"
+
+    @property
+    def is_globally_terminal(self) -> bool:
+        return self in (JobStatus.FAILED, JobStatus.CANCELED, JobStatus.FINISHED)
+
+
+@dataclass
+class IOMetrics:
+    """Records counted by one subtask (Flink's IOMetrics / accumulators).
+
+    Attributes:
+        records_in: Records read (sources: rows read from splits; others: rows received).
+        records_out: Records emitted downstream or written by a sink.
+        dead_letters: Malformed records sent to the dead-letter output.
+        late_records: Records later than the watermark, sent to the late side output.
+        bundles: Spark jobs run for bundles.
+    """
+
+    records_in: int = 0
+    records_out: int = 0
+    dead_letters: int = 0
+    late_records: int = 0
+    bundles: int = 0
+
+    def add(self, other: IOMetrics) -> None:
+        self.records_in += other.records_in
+        self.records_out += other.records_out
+        self.dead_letters += other.dead_letters
+        self.late_records += other.late_records
+        self.bundles += other.bundles
+
+
+@dataclass
+class Execution:
+    """One attempt to run an ExecutionVertex.
+
+    Attributes:
+        attempt_id: Unique id of the attempt.
+        vertex: The ExecutionVertex it runs.
+        state: Current ExecutionState; change it only with ``transition_to``.
+        allocation_id: Slot it was deployed to, once SCHEDULED.
+        task_manager: RPC address of the TaskExecutor running it, once DEPLOYING.
+        metrics: Counters reported by the task when it ended.
+        failure: Root cause when FAILED.
+    """
+
+    vertex: ExecutionVertex
+    attempt_id: ExecutionAttemptId = field(default_factory=lambda: ExecutionAttemptId(new_id()))
+    state: ExecutionState = ExecutionState.CREATED
+    allocation_id: AllocationId | None = None
+    task_manager: Address | None = None
+    metrics: IOMetrics = field(default_factory=IOMetrics)
+    failure: str | None = None
+
+    @property
+    def partition_id(self) -> ResultPartitionId:
+        """Id of the result partition this attempt produces."""
+        return ResultPartitionId(self.attempt_id)
+
+    def transition_to(self, target: ExecutionState) -> None:
+        """Move to ``target``.
+
+        Raises:
+            IllegalExecutionStateTransitionError: If the state machine forbids the move.
+        """
+        if not is_legal_transition(self.state, target):
+            raise IllegalExecutionStateTransitionError(str(self), self.state.name, target.name)
+        self.state = target
+
+    def __str__(self) -> str:
+        return f"{self.vertex.task_name} ({self.attempt_id[:8]})"
+
+
+@dataclass(eq=False)
+class ExecutionVertex:
+    """Subtask ``subtask_index`` of an ExecutionJobVertex."""
+
+    job_vertex: ExecutionJobVertex
+    subtask_index: int
+    current_execution: Execution = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.current_execution = Execution(self)
+
+    @property
+    def task_name(self) -> str:
+        jv = self.job_vertex
+        return f"{jv.name} ({self.subtask_index + 1}/{jv.parallelism})"
+
+    @property
+    def state(self) -> ExecutionState:
+        return self.current_execution.state
+
+
+@dataclass(eq=False)
+class ExecutionJobVertex:
+    """The subtasks of one JobVertex."""
+
+    job_vertex: JobVertex
+    task_vertices: list[ExecutionVertex] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.task_vertices = [ExecutionVertex(self, i) for i in range(self.job_vertex.parallelism)]
+
+    @property
+    def vertex_id(self) -> JobVertexId:
+        return self.job_vertex.vertex_id
+
+    @property
+    def name(self) -> str:
+        return self.job_vertex.name
+
+    @property
+    def parallelism(self) -> int:
+        return self.job_vertex.parallelism
+
+    def metrics(self) -> IOMetrics:
+        """Sum of the subtasks' counters."""
+        total = IOMetrics()
+        for v in self.task_vertices:
+            total.add(v.current_execution.metrics)
+        return total
+
+    def state_counts(self) -> dict[ExecutionState, int]:
+        counts: dict[ExecutionState, int] = {}
+        for v in self.task_vertices:
+            counts[v.state] = counts.get(v.state, 0) + 1
+        return counts
+
+
+class ExecutionGraph:
+    """The job's ExecutionJobVertices in topological order, and the job status.
+
+    Threading:
+        JobMaster main thread only.
+    """
+
+    def __init__(self, job_graph: JobGraph) -> None:
+        self.job_graph = job_graph
+        self.job_id = job_graph.job_id
+        self.status = JobStatus.CREATED
+        self.vertices = [ExecutionJobVertex(v) for v in job_graph.vertices]
+        self._by_id = {v.vertex_id: v for v in self.vertices}
+        self._by_attempt: dict[ExecutionAttemptId, Execution] = {
+            ev.current_execution.attempt_id: ev.current_execution
+            for v in self.vertices for ev in v.task_vertices
+        }
+
+    def job_vertex(self, vertex_id: JobVertexId) -> ExecutionJobVertex:
+        """Raises KeyError for an unknown vertex."""
+        return self._by_id[vertex_id]
+
+    def execution(self, attempt_id: ExecutionAttemptId) -> Execution | None:
+        """The Execution with ``attempt_id``, or None if the graph has no such attempt."""
+        return self._by_attempt.get(attempt_id)
+
+    def executions(self) -> list[Execution]:
+        return [ev.current_execution for v in self.vertices for ev in v.task_vertices]
+
+    def producers_of(self, vertex_id: JobVertexId) -> list[ExecutionJobVertex]:
+        return [self._by_id[e.source] for e in self.job_graph.inputs_of(vertex_id)]
+
+    def consumers_of(self, vertex_id: JobVertexId) -> list[ExecutionJobVertex]:
+        return [self._by_id[e.target] for e in self.job_graph.outputs_of(vertex_id)]
+
+    def all_finished(self) -> bool:
+        return all(e.state is ExecutionState.FINISHED for e in self.executions())
+
+    def transition_job(self, target: JobStatus) -> None:
+        """Move the job status; terminal statuses are final.
+
+        Raises:
+            IllegalExecutionStateTransitionError: If the job already reached a terminal status.
+        """
+        if self.status.is_globally_terminal:
+            raise IllegalExecutionStateTransitionError(
+                f"job {self.job_id}", self.status.name, target.name)
+        self.status = target

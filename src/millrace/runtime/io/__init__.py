@@ -1,0 +1,1 @@
+"""Data exchange between subtasks: partition events, input splits, partitions and input gates."""

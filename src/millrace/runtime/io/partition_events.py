@@ -1,0 +1,65 @@
+"""Events of a result partition, in the order a consumer must see them.
+
+Data moves by reference: a ``DataBundle`` names an Arrow/Parquet file in the exchange store
+(a local directory), never the records. ``Watermark`` and ``EndOfPartition`` are in-band, so a
+consumer sees a producer's watermark only after every bundle that preceded it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "MAX_WATERMARK",
+    "MIN_WATERMARK",
+    "DataBundle",
+    "EndOfPartition",
+    "PartitionEvent",
+    "PartitionEvents",
+    "Watermark",
+]
+
+MIN_WATERMARK = -(2**63)
+"""Watermark before any event time is known (Long.MIN_VALUE, as Flink)."""
+MAX_WATERMARK = 2**63 - 1
+"""Final watermark at the end of bounded input: every window fires (Long.MAX_VALUE)."""
+
+
+@dataclass(frozen=True)
+class DataBundle:
+    """One file of records for one subpartition.
+
+    Attributes:
+        path: Parquet file in the exchange store.
+        rows: Number of rows in it.
+        min_window_end_ms: Smallest window end among its rows (epoch ms), or None if unknown.
+        max_window_end_ms: Largest window end among its rows (epoch ms), or None if unknown.
+    """
+
+    path: str
+    rows: int
+    min_window_end_ms: int | None = None
+    max_window_end_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """No later record of this channel has event time <= ``timestamp_ms`` (epoch ms)."""
+
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class EndOfPartition:
+    """The producer finished; no event follows."""
+
+
+PartitionEvent = DataBundle | Watermark | EndOfPartition
+
+
+@dataclass(frozen=True)
+class PartitionEvents:
+    """Reply to a consumer's pull: ``events`` starting at index ``from_index``."""
+
+    from_index: int
+    events: tuple[PartitionEvent, ...]

@@ -1,0 +1,1 @@
+"""The JobMaster of one job and its input split assignment."""

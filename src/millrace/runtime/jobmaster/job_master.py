@@ -1,0 +1,412 @@
+"""JobMaster: runs one job — slots, deployment, state updates, input splits (seed 000, 003).
+
+Life of a job: the JobMaster builds the ExecutionGraph, enumerates the sources' input splits and
+prepares the sinks (in the I/O executor, off the main thread), requests ``slots_required`` slots
+from the ResourceManager and accepts the TaskManagers' offers. With all slots, it deploys every
+source subtask (SubmitTask); a consumer vertex is deployed when one of its producers announces
+its first event (ScheduleOrUpdateConsumers), so consumers start lazily. Subtask i of every vertex
+runs in slot i (slot sharing). When every Execution FINISHED, the sinks commit and the job
+FINISHES; when one FAILS, the others are cancelled and the job FAILS with that root cause (the
+restart strategies come with the standalone cluster).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from millrace.config import ClusterOptions, Configuration
+from millrace.errors import SlotAllocationError
+from millrace.rpc import FencedRpcEndpoint, RpcService
+from millrace.runtime.deployment import (
+    Acknowledge,
+    InputChannelDescriptor,
+    SlotOffer,
+    TaskDeploymentDescriptor,
+    TaskExecutionState,
+    TaskOperationResult,
+)
+from millrace.runtime.executiongraph import (
+    Execution,
+    ExecutionGraph,
+    ExecutionJobVertex,
+    ExecutionState,
+    JobStatus,
+)
+from millrace.runtime.io.input_split import NextInputSplit
+from millrace.runtime.job_result import (
+    JobDetails,
+    JobResult,
+    JobResultFailure,
+    JobResultSuccess,
+    VertexDetails,
+)
+from millrace.runtime.jobgraph import JobGraph
+from millrace.runtime.jobmaster.input_split_assigner import InputSplitAssigner
+from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
+from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
+from millrace.types import (
+    Address,
+    AllocationId,
+    ExecutionAttemptId,
+    JobVertexId,
+    ResultPartitionId,
+    new_id,
+)
+
+__all__ = ["JobMaster"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Slot:
+    allocation_id: AllocationId
+    task_manager: Address
+    gateway: TaskExecutorGateway
+
+
+class JobMaster(FencedRpcEndpoint, JobMasterGateway):
+    """The master of one job.
+
+    Args:
+        rpc_service: Service to run on.
+        job_graph: The submitted job.
+        configuration: Cluster configuration merged with the job's.
+        resource_manager_address: Where to request slots.
+        io_executor: Runs blocking work (split enumeration, sink preparation and commit).
+
+    Attributes:
+        result_future: Completed with the JobResult when the job reaches a terminal status.
+
+    Threading:
+        Gateway methods and callbacks run on the main thread; blocking work in ``io_executor``.
+    """
+
+    def __init__(
+        self, rpc_service: RpcService, job_graph: JobGraph, configuration: Configuration,
+        resource_manager_address: str, io_executor: Executor,
+    ) -> None:
+        self.job_master_id = new_id()
+        super().__init__(rpc_service, f"jobmaster-{job_graph.job_id[:12]}", self.job_master_id)
+        self.job_graph = job_graph
+        self.execution_graph = ExecutionGraph(job_graph)
+        self.result_future: Future[JobResult] = Future()
+        self._configuration = configuration
+        self._rm_address = resource_manager_address
+        self._io = io_executor
+        self._resource_manager: ResourceManagerGateway | None = None
+        self._assigners: dict[JobVertexId, InputSplitAssigner] = {}
+        self._pending_allocations: list[AllocationId] = []
+        self._slots: list[_Slot] = []
+        self._deployed_vertices: set[JobVertexId] = set()
+        self._start = time.time()
+        self._end: float | None = None
+        self._failure: str | None = None
+        self._working_dir = Path(configuration.get(ClusterOptions.TMP_DIR)) / "jobs" / (
+            job_graph.job_id)
+
+    # Life cycle --------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self.execution_graph.transition_job(JobStatus.RUNNING)
+        logger.info("job %s (%s) RUNNING; %d slots required", self.job_graph.name,
+                    self.job_graph.job_id, self.job_graph.slots_required())
+        self.on_main_thread(self._io.submit(self._prepare), self._prepared)
+
+    def on_stop(self) -> None:
+        if not self.result_future.done():
+            self._fail_job("the JobMaster stopped before the job ended")
+            self._complete()
+
+    def _prepare(self) -> dict[JobVertexId, InputSplitAssigner]:
+        """I/O executor: enumerate input splits, prepare sinks (Flink's InitializeOnMaster)."""
+        assigners = {}
+        for vertex in self.job_graph.vertices:
+            for op in vertex.operators:
+                source = getattr(op, "source", None)
+                if source is not None:
+                    splits = source.create_input_splits(getattr(op, "event_time", None))
+                    assigners[vertex.vertex_id] = InputSplitAssigner(splits)
+                sink = getattr(op, "sink", None)
+                if sink is not None:
+                    sink.initialize_global(self.job_graph.job_id)
+        return assigners
+
+    def _prepared(self, preparing: Future[dict[JobVertexId, InputSplitAssigner]]) -> None:
+        if preparing.exception() is not None:
+            self._fail_job(f"preparing the job failed: {_describe(preparing.exception())}")
+            self._complete()
+            return
+        self._assigners = preparing.result()
+        connecting = self.rpc_service.connect(self._rm_address, ResourceManagerGateway)
+        self.on_main_thread(connecting, self._request_slots)
+
+    # Slots -------------------------------------------------------------------------------------
+
+    def _request_slots(self, connecting: Future[ResourceManagerGateway]) -> None:
+        if connecting.exception() is not None:
+            self._fail_job(f"ResourceManager unreachable: {connecting.exception()}")
+            self._complete()
+            return
+        self._resource_manager = connecting.result()
+        for _ in range(self.job_graph.slots_required()):
+            allocation_id = AllocationId(new_id())
+            self._pending_allocations.append(allocation_id)
+            self._resource_manager.request_slot(
+                self.address, self.job_master_id, self.job_graph.job_id, allocation_id)
+        timeout = self._configuration.get(ClusterOptions.SLOT_REQUEST_TIMEOUT)
+        self.schedule_run_async(self._check_slot_timeout, timeout)
+
+    def _check_slot_timeout(self) -> None:
+        if self._pending_allocations and self.execution_graph.status is JobStatus.RUNNING:
+            needed = self.job_graph.slots_required()
+            cause = SlotAllocationError(
+                f"could not obtain {needed} slots within slot.request.timeout="
+                f"{self._configuration.get(ClusterOptions.SLOT_REQUEST_TIMEOUT):g} s (got "
+                f"{len(self._slots)}); add TaskManagers or lower the parallelism",
+                self.job_graph.job_id)
+            self._fail_job(str(cause))
+            self._maybe_complete()
+
+    def offer_slots(
+        self, resource_id: str, task_manager_address: str, offers: list[SlotOffer],
+        timeout: float | None = None,
+    ) -> Future[list[SlotOffer]]:
+        wanted = [o for o in offers if o.allocation_id in self._pending_allocations]
+        reply: Future[list[SlotOffer]] = Future()
+        if not wanted or self.execution_graph.status is not JobStatus.RUNNING:
+            reply.set_result([])
+            return reply
+        for offer in wanted:
+            self._pending_allocations.remove(offer.allocation_id)
+        connecting = self.rpc_service.connect(task_manager_address, TaskExecutorGateway)
+
+        def connected(f: Future[TaskExecutorGateway]) -> None:
+            if f.exception() is not None:
+                self._pending_allocations.extend(o.allocation_id for o in wanted)
+                reply.set_exception(f.exception())  # type: ignore[arg-type]
+                return
+            for offer in wanted:
+                self._slots.append(_Slot(offer.allocation_id, Address(task_manager_address),
+                                         f.result()))
+            reply.set_result(wanted)
+            if not self._pending_allocations:
+                self._deploy_sources()
+
+        self.on_main_thread(connecting, connected)
+        return reply
+
+    # Deployment --------------------------------------------------------------------------------
+
+    def _deploy_sources(self) -> None:
+        if self.execution_graph.status is not JobStatus.RUNNING:
+            return
+        logger.info("job %s: all %d slots allocated; deploying sources", self.job_graph.name,
+                    len(self._slots))
+        for jv in self.execution_graph.vertices:
+            if jv.job_vertex.is_source:
+                self._deploy_vertex(jv)
+
+    def _deploy_vertex(self, jv: ExecutionJobVertex) -> None:
+        self._deployed_vertices.add(jv.vertex_id)
+        producers = self.execution_graph.producers_of(jv.vertex_id)
+        consumers = self.execution_graph.consumers_of(jv.vertex_id)
+        for ev in jv.task_vertices:
+            execution = ev.current_execution
+            slot = self._slots[ev.subtask_index % len(self._slots)]
+            execution.transition_to(ExecutionState.SCHEDULED)
+            execution.allocation_id = slot.allocation_id
+            execution.transition_to(ExecutionState.DEPLOYING)
+            execution.task_manager = slot.task_manager
+            channels = tuple(
+                InputChannelDescriptor(p.current_execution.partition_id, ev.subtask_index,
+                                       p.current_execution.task_manager,  # type: ignore[arg-type]
+                                       p.subtask_index)
+                for producer in producers for p in producer.task_vertices)
+            tdd = TaskDeploymentDescriptor(
+                job_id=self.job_graph.job_id, job_name=self.job_graph.name,
+                job_master_address=Address(self.address), vertex_id=jv.vertex_id,
+                task_name=ev.task_name, subtask_index=ev.subtask_index,
+                parallelism=jv.parallelism, attempt_id=execution.attempt_id,
+                allocation_id=slot.allocation_id, invokable=jv.job_vertex.invokable,
+                operators=tuple(jv.job_vertex.operators), is_source=jv.job_vertex.is_source,
+                output_partition=execution.partition_id if consumers else None,
+                num_subpartitions=consumers[0].parallelism if consumers else 0,
+                input_channels=channels, max_parallelism=self.job_graph.max_parallelism,
+                configuration=self._configuration.to_dict(),
+            )
+            submitting = slot.gateway.submit_task(tdd)
+            self.on_main_thread(submitting, lambda f, e=execution: self._submitted(f, e))
+
+    def _submitted(self, submitting: Future[TaskOperationResult], execution: Execution) -> None:
+        error = submitting.exception()
+        if error is None and not submitting.result().success:
+            error = RuntimeError(submitting.result().description)
+        if error is not None and not execution.state.is_terminal:
+            execution.failure = f"deployment failed: {_describe(error)}"
+            execution.transition_to(ExecutionState.FAILED)
+            self._fail_job(f"{execution}: {execution.failure}")
+            self._maybe_complete()
+
+    def schedule_or_update_consumers(self, partition_id: ResultPartitionId) -> Acknowledge:
+        producer = self.execution_graph.execution(ExecutionAttemptId(partition_id))
+        if producer is None or self.execution_graph.status is not JobStatus.RUNNING:
+            return Acknowledge()
+        self._deploy_ready_consumers(producer.vertex.job_vertex.vertex_id)
+        return Acknowledge()
+
+    def _deploy_ready_consumers(self, vertex_id: JobVertexId) -> None:
+        for consumer in self.execution_graph.consumers_of(vertex_id):
+            if consumer.vertex_id in self._deployed_vertices:
+                continue
+            producers = self.execution_graph.producers_of(consumer.vertex_id)
+            if all(p.vertex_id in self._deployed_vertices for p in producers):
+                logger.info("job %s: deploying %s (ScheduleOrUpdateConsumers)",
+                            self.job_graph.name, consumer.name)
+                self._deploy_vertex(consumer)
+
+    # Task state --------------------------------------------------------------------------------
+
+    def update_task_execution_state(self, state: TaskExecutionState) -> Acknowledge:
+        execution = self.execution_graph.execution(state.attempt_id)
+        if execution is None:
+            raise KeyError(f"job {self.job_graph.job_id} has no execution {state.attempt_id}")
+        if state.metrics is not None:
+            execution.metrics = state.metrics
+        if execution.state is state.state or execution.state.is_terminal:
+            return Acknowledge()
+        if (state.state is ExecutionState.CANCELED
+                and execution.state is not ExecutionState.CANCELING):
+            execution.transition_to(ExecutionState.CANCELING)
+        execution.transition_to(state.state)
+        if state.state is ExecutionState.FAILED:
+            execution.failure = state.error or "unknown error"
+            self._fail_job(f"{execution.vertex.task_name} failed: {execution.failure}")
+        elif state.state is ExecutionState.CANCELED and self._failure is None:
+            self._fail_job(f"{execution.vertex.task_name} was cancelled", JobStatus.CANCELLING)
+        self._maybe_complete()
+        return Acknowledge()
+
+    def request_next_input_split(
+        self, vertex_id: JobVertexId, attempt_id: ExecutionAttemptId,
+        timeout: float | None = None,
+    ) -> NextInputSplit:
+        execution = self.execution_graph.execution(attempt_id)
+        if execution is None or execution.state.is_terminal:
+            raise KeyError(f"no running execution {attempt_id} in job {self.job_graph.job_id}")
+        return self._assigners[vertex_id].next_split()
+
+    # Job status --------------------------------------------------------------------------------
+
+    def cancel(self, timeout: float | None = None) -> Acknowledge:
+        if not self.execution_graph.status.is_globally_terminal:
+            self._fail_job("cancelled by the user", JobStatus.CANCELLING)
+            self._maybe_complete()
+        return Acknowledge()
+
+    def _fail_job(self, cause: str, status: JobStatus = JobStatus.FAILING) -> None:
+        """Record the first cause and cancel every running execution."""
+        graph = self.execution_graph
+        if graph.status in (JobStatus.FAILING, JobStatus.CANCELLING) or (
+                graph.status.is_globally_terminal):
+            return
+        logger.info("job %s %s: %s", self.job_graph.name, status.name, cause)
+        self._failure = cause
+        graph.transition_job(status)
+        if self._resource_manager is not None:
+            self._resource_manager.cancel_slot_requests(self.job_graph.job_id)
+        for execution in graph.executions():
+            if execution.state in (ExecutionState.CREATED, ExecutionState.SCHEDULED):
+                execution.transition_to(ExecutionState.CANCELED)
+            elif not execution.state.is_terminal and execution.state is not (
+                    ExecutionState.CANCELING):
+                execution.transition_to(ExecutionState.CANCELING)
+                gateway = self._gateway_of(execution)
+                if gateway is not None:
+                    gateway.cancel_task(execution.attempt_id)
+
+    def _maybe_complete(self) -> None:
+        graph = self.execution_graph
+        if graph.status.is_globally_terminal:
+            return
+        if graph.status is JobStatus.RUNNING and graph.all_finished():
+            graph.transition_job(JobStatus.FINISHED)  # sinks commit before the result is out
+            self.on_main_thread(self._io.submit(self._commit_sinks), self._committed)
+        elif graph.status is not JobStatus.RUNNING and all(
+                e.state.is_terminal for e in graph.executions()):
+            graph.transition_job(JobStatus.CANCELED if graph.status is JobStatus.CANCELLING
+                                 else JobStatus.FAILED)
+            self._complete()
+
+    def _commit_sinks(self) -> None:
+        for vertex in self.job_graph.vertices:
+            for op in vertex.operators:
+                sink = getattr(op, "sink", None)
+                if sink is not None:
+                    sink.finalize_global(self.job_graph.job_id)
+
+    def _committed(self, committing: Future[None]) -> None:
+        if committing.exception() is not None:
+            self.execution_graph.status = JobStatus.FAILED
+            self._failure = f"committing the sinks failed: {_describe(committing.exception())}"
+        self._complete()
+
+    def _complete(self) -> None:
+        """Release slots and partitions, drop the job's files, publish the result."""
+        if self.result_future.done():
+            return
+        self._end = time.time()
+        for slot in self._slots:
+            slot.gateway.release_partitions(self.job_graph.job_id)
+            slot.gateway.free_slot(slot.allocation_id, f"job {self.job_graph.job_id} ended")
+        self._slots.clear()
+        if self._resource_manager is not None:
+            self._resource_manager.cancel_slot_requests(self.job_graph.job_id)
+        self._io.submit(shutil.rmtree, self._working_dir, True)
+        details = self._details()
+        duration = self._end - self._start
+        result: JobResult
+        if self.execution_graph.status is JobStatus.FINISHED:
+            accumulators = {jv.name: jv.metrics() for jv in self.execution_graph.vertices}
+            result = JobResultSuccess(self.job_graph.job_id, duration, accumulators, details)
+        else:
+            if self.execution_graph.status is JobStatus.RUNNING:
+                self.execution_graph.status = JobStatus.FAILED
+            result = JobResultFailure(self.job_graph.job_id, self.execution_graph.status,
+                                      duration, self._failure or "unknown", details)
+        logger.info("job %s %s in %.2f s", self.job_graph.name,
+                    self.execution_graph.status.name, duration)
+        self.result_future.set_result(result)
+
+    def request_job_details(self, timeout: float | None = None) -> JobDetails:
+        return self._details()
+
+    def _details(self) -> JobDetails:
+        graph = self.execution_graph
+        vertices = [
+            VertexDetails(jv.name, jv.parallelism,
+                          {s.name: n for s, n in jv.state_counts().items()}, jv.metrics())
+            for jv in graph.vertices
+        ]
+        end = self._end or time.time()
+        return JobDetails(
+            self.job_graph.job_id, self.job_graph.name, graph.status, self._start,
+            end - self._start, vertices,
+            sum(a.total for a in self._assigners.values()),
+            sum(a.assigned for a in self._assigners.values()))
+
+    def _gateway_of(self, execution: Execution) -> TaskExecutorGateway | None:
+        return next((s.gateway for s in self._slots
+                     if s.allocation_id == execution.allocation_id), None)
+
+
+def _describe(error: BaseException | None) -> str:
+    return f"{type(error).__name__}: {error}"
+
+

@@ -1,0 +1,137 @@
+"""ResourceManager: registers TaskManagers and hands their slots to JobMasters (seed 000, 003).
+
+Registration answers RegisterTaskManager with AcknowledgeRegistration, AlreadyRegistered or
+RefuseRegistration. A slot request is matched to a free slot by the SlotManager; the
+ResourceManager then asks that TaskManager to allocate the slot, and the TaskManager offers it to
+the JobMaster directly (Flink's slot protocol).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+
+from millrace.rpc import RpcEndpoint, RpcService
+from millrace.runtime.deployment import Acknowledge
+from millrace.runtime.registration import (
+    PROTOCOL_VERSION,
+    AcknowledgeRegistration,
+    AlreadyRegistered,
+    RefuseRegistration,
+    RegisterTaskManager,
+    RegistrationResponse,
+)
+from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.resourcemanager.slot_manager import (
+    PendingSlotRequest,
+    SlotManager,
+    TaskManagerInfo,
+    TaskManagerSlot,
+)
+from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
+from millrace.types import AllocationId, JobId, ResourceId, new_id
+
+__all__ = ["ResourceManager"]
+
+logger = logging.getLogger(__name__)
+
+
+class ResourceManager(RpcEndpoint, ResourceManagerGateway):
+    """The cluster's slot authority.
+
+    Args:
+        rpc_service: Service to run on.
+        endpoint_id: Endpoint id (default ``resourcemanager``).
+
+    Threading:
+        Every method runs on the endpoint's main thread (gateway calls arrive through the
+        mailbox).
+    """
+
+    def __init__(self, rpc_service: RpcService, endpoint_id: str = "resourcemanager") -> None:
+        super().__init__(rpc_service, endpoint_id)
+        self.resource_manager_id = new_id()
+        self._slots = SlotManager()
+        self._task_executors: dict[ResourceId, TaskExecutorGateway] = {}
+
+    # Registration ------------------------------------------------------------------------------
+
+    def register_task_executor(
+        self, registration: RegisterTaskManager, timeout: float | None = None
+    ) -> Future[RegistrationResponse] | RegistrationResponse:
+        self.validate_runs_in_main_thread()
+        if registration.protocol_version != PROTOCOL_VERSION:
+            return RefuseRegistration(
+                f"protocol version {registration.protocol_version} is not supported; this "
+                f"ResourceManager speaks version {PROTOCOL_VERSION}")
+        if registration.number_of_slots < 1:
+            return RefuseRegistration(
+                f"a TaskManager must offer at least one slot, got {registration.number_of_slots}")
+        known = self._slots.registration(registration.resource_id)
+        if known is not None and known[0] == registration.address:
+            return AlreadyRegistered(known[1], self.resource_manager_id)
+        reply: Future[RegistrationResponse] = Future()
+        connecting = self.rpc_service.connect(registration.address, TaskExecutorGateway)
+        self.on_main_thread(connecting, lambda f: self._finish_registration(registration, f, reply))
+        return reply
+
+    def _finish_registration(
+        self, registration: RegisterTaskManager, connecting: Future[TaskExecutorGateway],
+        reply: Future[RegistrationResponse],
+    ) -> None:
+        error = connecting.exception()
+        if error is not None:
+            reply.set_result(RefuseRegistration(f"cannot reach {registration.address}: {error}"))
+            return
+        if registration.resource_id in self._task_executors:
+            logger.info("TaskManager %s re-registered at %s", registration.resource_id,
+                        registration.address)
+        registration_id = new_id()
+        self._task_executors[registration.resource_id] = connecting.result()
+        self._slots.register(registration.resource_id, registration.address,
+                             registration.number_of_slots, registration_id)
+        logger.info("registered TaskManager %s at %s with %d slots", registration.resource_id,
+                    registration.address, registration.number_of_slots)
+        reply.set_result(AcknowledgeRegistration(registration_id, self.resource_manager_id))
+        self._serve_requests()
+
+    # Slots -------------------------------------------------------------------------------------
+
+    def request_slot(
+        self, job_master_address: str, job_master_id: str, job_id: JobId,
+        allocation_id: AllocationId, timeout: float | None = None,
+    ) -> Acknowledge:
+        self._slots.add_request(
+            PendingSlotRequest(job_id, allocation_id, job_master_address, job_master_id))
+        self._serve_requests()
+        return Acknowledge()
+
+    def cancel_slot_requests(self, job_id: JobId) -> None:
+        self._slots.cancel_requests(job_id)
+
+    def notify_slot_available(self, resource_id: str, slot_index: int) -> None:
+        self._slots.free(ResourceId(resource_id), slot_index)
+        self._serve_requests()
+
+    def request_task_manager_infos(self) -> list[TaskManagerInfo]:
+        return self._slots.infos()
+
+    def _serve_requests(self) -> None:
+        for request, slot, _address in self._slots.match():
+            gateway = self._task_executors[slot.resource_id]
+            allocating = gateway.request_slot(
+                slot.slot_index, request.job_id, request.allocation_id,
+                request.job_master_address, request.job_master_id)
+            self.on_main_thread(allocating, lambda f, r=request, s=slot: self._allocated(f, r, s))
+
+    def _allocated(
+        self, allocating: Future[Acknowledge], request: PendingSlotRequest, slot: TaskManagerSlot
+    ) -> None:
+        error = allocating.exception()
+        if error is None:
+            return
+        logger.warning("TaskManager %s could not allocate slot %d: %s; retrying the request",
+                       slot.resource_id, slot.slot_index, error)
+        self._slots.free(slot.resource_id, slot.slot_index)
+        self._slots.add_request(request)
+        self.schedule_run_async(self._serve_requests, 0.1)

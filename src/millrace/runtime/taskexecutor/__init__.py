@@ -1,0 +1,1 @@
+"""The TaskManager side: TaskExecutor endpoint, slots, tasks."""

@@ -1,0 +1,119 @@
+"""Task: one subtask attempt running on its own thread inside a TaskExecutor (Flink's Task).
+
+The Task loads the invokable named in the TaskDeploymentDescriptor and runs it on a dedicated
+thread, never on the endpoint's main thread. It reports INITIALIZING, RUNNING and a terminal
+state (FINISHED, CANCELED, FAILED with the root cause) through ``report``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+
+from millrace.runtime.deployment import TaskDeploymentDescriptor
+from millrace.runtime.executiongraph import ExecutionState, IOMetrics
+from millrace.runtime.taskexecutor.task_environment import (
+    AbstractInvokable,
+    TaskCancelledError,
+    TaskEnvironment,
+)
+
+__all__ = ["Task", "load_invokable", "root_cause"]
+
+logger = logging.getLogger(__name__)
+
+ReportFn = Callable[[ExecutionState, IOMetrics, "str | None"], None]
+
+
+def load_invokable(path: str) -> type[AbstractInvokable]:
+    """Import ``module:Class``.
+
+    Raises:
+        ImportError, AttributeError: If the module or class does not exist.
+        TypeError: If the class is not an AbstractInvokable.
+    """
+    module_name, _, class_name = path.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    if not (isinstance(cls, type) and issubclass(cls, AbstractInvokable)):
+        raise TypeError(f"{path} is not an AbstractInvokable")
+    return cls
+
+
+def root_cause(error: BaseException) -> str:
+    """``Type: message`` of the innermost cause, with the outer message when it differs."""
+    inner = error
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    text = f"{type(inner).__name__}: {inner}".strip()
+    if inner is not error:
+        text = f"{type(error).__name__}: {error} (caused by {text})"
+    return text
+
+
+class Task:
+    """Runs one attempt.
+
+    Args:
+        tdd: The deployment descriptor.
+        environment: The task's environment.
+        report: Called on the task thread with (state, metrics, error) for every state change.
+        on_spark_cancel: Cancels the task's running Spark jobs (called on cancel).
+
+    Threading:
+        ``start`` and ``cancel`` from the TaskExecutor's main thread; ``report`` runs on the
+        task thread.
+    """
+
+    def __init__(
+        self, tdd: TaskDeploymentDescriptor, environment: TaskEnvironment, report: ReportFn,
+        on_spark_cancel: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.tdd = tdd
+        self.environment = environment
+        self._report = report
+        self._on_spark_cancel = on_spark_cancel
+        self._invokable: AbstractInvokable | None = None
+        self._thread = threading.Thread(target=self._run, name=tdd.task_name, daemon=True)
+        self.state = ExecutionState.DEPLOYING
+
+    @property
+    def attempt_id(self) -> str:
+        return self.tdd.attempt_id
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Ask the task to stop; it reports CANCELED once it has."""
+        self.environment.cancel()
+        if self._invokable is not None:
+            self._invokable.cancel()
+        self._on_spark_cancel()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread; True if it ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _set(self, state: ExecutionState, error: str | None = None) -> None:
+        self.state = state
+        self._report(state, self.environment.metrics, error)
+
+    def _run(self) -> None:
+        try:
+            self._set(ExecutionState.INITIALIZING)
+            self._invokable = load_invokable(self.tdd.invokable)(self.environment)
+            self.environment.check_cancelled()
+            self._set(ExecutionState.RUNNING)
+            self._invokable.invoke()
+            self.environment.check_cancelled()
+            self._set(ExecutionState.FINISHED)
+        except BaseException as error:
+            if self.environment.cancelled or isinstance(error, TaskCancelledError):
+                self._set(ExecutionState.CANCELED)
+            else:
+                logger.error("task %s failed:\n%s", self.tdd.task_name, traceback.format_exc())
+                self._set(ExecutionState.FAILED, root_cause(error))

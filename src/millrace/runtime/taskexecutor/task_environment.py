@@ -1,0 +1,141 @@
+"""What a running task sees of the runtime (Flink's ``Environment``) and the invokable contract.
+
+The data plane (``millrace.spark``) implements ``AbstractInvokable``; it reads splits or its
+input gate, emits partition events and counts records through the ``TaskEnvironment``, and
+never touches endpoints directly.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from millrace.config import Configuration
+from millrace.errors import JobCancelledError
+from millrace.runtime.deployment import TaskDeploymentDescriptor
+from millrace.runtime.executiongraph import IOMetrics
+from millrace.runtime.io.input_gate import InputGate
+from millrace.runtime.io.input_split import NextInputSplit
+from millrace.runtime.io.partition_events import PartitionEvent
+
+__all__ = ["AbstractInvokable", "TaskCancelledError", "TaskEnvironment"]
+
+
+class TaskCancelledError(JobCancelledError):
+    """Raised inside a task whose cancellation was requested."""
+
+    def __init__(self, task_name: str) -> None:
+        self.task_name = task_name
+        Exception.__init__(self, f"task {task_name} was cancelled")
+
+
+class TaskEnvironment:
+    """The runtime services of one task.
+
+    Args:
+        tdd: The deployment descriptor.
+        configuration: Job configuration.
+        spark: Returns the TaskManager's SparkSession, blocking until it started.
+        working_dir: The job's directory in the exchange store (created).
+        request_split: Blocking call returning the next input split (sources).
+        emit: ``emit(subpartition | None, event)`` appends to the output partition; None
+            broadcasts to every subpartition.
+        input_gate: The consumer's input gate, or None for sources.
+
+    Threading:
+        The task thread, except ``cancel`` (any thread).
+    """
+
+    def __init__(
+        self,
+        tdd: TaskDeploymentDescriptor,
+        configuration: Configuration,
+        spark: Callable[[], Any],
+        working_dir: Path,
+        request_split: Callable[[], Future[NextInputSplit]],
+        emit: Callable[[int | None, PartitionEvent], None],
+        input_gate: InputGate | None,
+    ) -> None:
+        self.tdd = tdd
+        self.configuration = configuration
+        self._spark_provider = spark
+        self._spark: Any = None
+        self.working_dir = working_dir
+        self.metrics = IOMetrics()
+        self.input_gate = input_gate
+        self._request_split = request_split
+        self._emit = emit
+        self._cancelled = threading.Event()
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession (``pyspark.sql.SparkSession``); the first use may wait for it."""
+        if self._spark is None:
+            self._spark = self._spark_provider()
+        return self._spark
+
+    @property
+    def spark_if_started(self) -> Any:
+        """The SparkSession if this task already obtained it, else None. Any thread."""
+        return self._spark
+
+    @property
+    def task_name(self) -> str:
+        return self.tdd.task_name
+
+    @property
+    def subtask_index(self) -> int:
+        return self.tdd.subtask_index
+
+    def next_input_split(self, timeout: float) -> NextInputSplit:
+        """Ask the JobMaster for the next split (RequestNextInputSplit); blocks the task.
+
+        Raises:
+            RpcTimeoutError: If the JobMaster does not answer within ``timeout`` seconds.
+            TaskCancelledError: If the task was cancelled.
+        """
+        self.check_cancelled()
+        return self._request_split().result(timeout=timeout)
+
+    def emit(self, subpartition: int, event: PartitionEvent) -> None:
+        """Append ``event`` to subpartition ``subpartition`` of the output partition."""
+        self._emit(subpartition, event)
+
+    def broadcast(self, event: PartitionEvent) -> None:
+        """Append ``event`` to every subpartition of the output partition."""
+        self._emit(None, event)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Request cancellation. Threading: any thread."""
+        self._cancelled.set()
+
+    def check_cancelled(self) -> None:
+        """Raises TaskCancelledError if cancellation was requested."""
+        if self._cancelled.is_set():
+            raise TaskCancelledError(self.task_name)
+
+
+class AbstractInvokable:
+    """A data-plane task: ``invoke`` runs the chain until its input ends.
+
+    Subclasses are named by ``module:Class`` in the JobVertex and constructed with the
+    TaskEnvironment on the task thread.
+    """
+
+    def __init__(self, environment: TaskEnvironment) -> None:
+        self.environment = environment
+
+    def invoke(self) -> None:
+        """Run to completion. Raises on failure; TaskCancelledError when cancelled."""
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        """Stop as soon as possible (called from the TaskExecutor's thread)."""
+        self.environment.cancel()

@@ -1,0 +1,325 @@
+"""TaskExecutor: the endpoint of a TaskManager (seed 000, 003; Flink's TaskExecutor).
+
+It registers at the ResourceManager (retrying with back-off until AcknowledgeRegistration or
+AlreadyRegistered), allocates slots on the ResourceManager's request and offers them to the
+JobMaster, runs submitted tasks on their own threads, and holds their result partitions, which
+consumer tasks pull with long polls.
+
+Tasks touch the endpoint only through ``run_async`` (partition appends, state reports); all
+endpoint state lives on the main thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from millrace.config import ClusterOptions, Configuration, ExecutionOptions
+from millrace.errors import PartitionNotFoundError, SlotAllocationError
+from millrace.rpc import RpcEndpoint, RpcService
+from millrace.runtime.deployment import (
+    Acknowledge,
+    InputChannelDescriptor,
+    SlotOffer,
+    TaskDeploymentDescriptor,
+    TaskExecutionState,
+    TaskOperationResult,
+)
+from millrace.runtime.executiongraph import ExecutionState, IOMetrics
+from millrace.runtime.io.input_gate import InputGate
+from millrace.runtime.io.input_split import NextInputSplit
+from millrace.runtime.io.partition_events import PartitionEvent, PartitionEvents
+from millrace.runtime.io.result_partition import ResultPartition
+from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
+from millrace.runtime.registration import (
+    AcknowledgeRegistration,
+    AlreadyRegistered,
+    RefuseRegistration,
+    RegisterTaskManager,
+    RegistrationResponse,
+)
+from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.taskexecutor.task import Task
+from millrace.runtime.taskexecutor.task_environment import TaskEnvironment
+from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
+from millrace.runtime.taskexecutor.task_slot_table import TaskSlotTable
+from millrace.types import (
+    Address,
+    AllocationId,
+    ExecutionAttemptId,
+    JobId,
+    ResourceId,
+    ResultPartitionId,
+    new_id,
+)
+
+__all__ = ["TaskExecutor"]
+
+logger = logging.getLogger(__name__)
+
+_REGISTRATION_BACKOFF = (0.05, 2.0)  # seconds: first retry, cap (doubling)
+
+
+class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
+    """One TaskManager.
+
+    Args:
+        rpc_service: Service to run on.
+        configuration: Cluster configuration (slots, io.tmp.dirs, poll timeout).
+        resource_manager_address: Where to register.
+        spark_session: Returns the TaskManager's SparkSession (may block until it started);
+            called on task threads only.
+        resource_id: Identity of this TaskManager (generated if None).
+
+    Threading:
+        Gateway methods and callbacks run on the main thread; tasks run on their own threads.
+    """
+
+    def __init__(
+        self, rpc_service: RpcService, configuration: Configuration,
+        resource_manager_address: str, spark_session: Callable[[], Any],
+        resource_id: ResourceId | None = None,
+    ) -> None:
+        self.resource_id = resource_id or ResourceId(f"taskmanager-{new_id()[:8]}")
+        super().__init__(rpc_service, self.resource_id)
+        self._configuration = configuration
+        self._rm_address = resource_manager_address
+        self._spark_session = spark_session
+        self._slots = TaskSlotTable(configuration.get(ClusterOptions.NUM_TASK_SLOTS))
+        self._poll_timeout = configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
+        self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR))
+        self._tasks: dict[ExecutionAttemptId, Task] = {}
+        self._partitions: dict[ResultPartitionId, ResultPartition] = {}
+        self._job_masters: dict[JobId, Future[JobMasterGateway]] = {}
+        self._resource_manager: ResourceManagerGateway | None = None
+        self._registration: RegistrationResponse | None = None
+        self._backoff = _REGISTRATION_BACKOFF[0]
+
+    @property
+    def registered(self) -> bool:
+        """Whether the ResourceManager accepted this TaskManager. Threading: main thread."""
+        return isinstance(self._registration, AcknowledgeRegistration | AlreadyRegistered)
+
+    # Life cycle --------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self._register()
+
+    def on_stop(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        for task in list(self._tasks.values()):
+            if not task.join(timeout=10):
+                logger.warning("task %s did not stop within 10 s", task.tdd.task_name)
+        for partition in self._partitions.values():
+            partition.release(lambda f: f.done() or f.set_exception(
+                PartitionNotFoundError("released: TaskManager stopped")))
+        self._partitions.clear()
+
+    # Registration (seed 000) -------------------------------------------------------------------
+
+    def _register(self) -> None:
+        connecting = self.rpc_service.connect(self._rm_address, ResourceManagerGateway)
+        self.on_main_thread(connecting, self._connected_to_resource_manager)
+
+    def _connected_to_resource_manager(self, connecting: Future[ResourceManagerGateway]) -> None:
+        if connecting.exception() is not None:
+            self._retry_registration(f"ResourceManager unreachable: {connecting.exception()}")
+            return
+        self._resource_manager = connecting.result()
+        message = RegisterTaskManager(
+            self.resource_id, Address(self.address), len(self._slots.slots))
+        self.on_main_thread(self._resource_manager.register_task_executor(message),
+                            self._registration_reply)
+
+    def _registration_reply(self, reply: Future[RegistrationResponse]) -> None:
+        if reply.exception() is not None:
+            self._retry_registration(str(reply.exception()))
+            return
+        response = reply.result()
+        if isinstance(response, RefuseRegistration):
+            self._retry_registration(f"refused: {response.reason}")
+            return
+        self._registration = response
+        self._backoff = _REGISTRATION_BACKOFF[0]
+        logger.info("%s registered at the ResourceManager (%s)", self.resource_id,
+                    type(response).__name__)
+
+    def _retry_registration(self, reason: str) -> None:
+        logger.info("%s: registration failed (%s); retrying in %.2f s", self.resource_id, reason,
+                    self._backoff)
+        self.schedule_run_async(self._register, self._backoff)
+        self._backoff = min(self._backoff * 2, _REGISTRATION_BACKOFF[1])
+
+    # Slots -------------------------------------------------------------------------------------
+
+    def request_slot(
+        self, slot_index: int, job_id: JobId, allocation_id: AllocationId,
+        job_master_address: str, job_master_id: str, timeout: float | None = None,
+    ) -> Acknowledge:
+        self._slots.allocate(slot_index, job_id, allocation_id, job_master_address)
+        if job_id not in self._job_masters:
+            self._job_masters[job_id] = self.rpc_service.connect(
+                job_master_address, JobMasterGateway, fencing_token=job_master_id)
+        offer = SlotOffer(allocation_id, slot_index)
+        self.on_main_thread(self._job_masters[job_id], lambda f: self._offer(f, offer))
+        return Acknowledge()
+
+    def _offer(self, connecting: Future[JobMasterGateway], offer: SlotOffer) -> None:
+        if connecting.exception() is not None:
+            logger.warning("cannot reach the JobMaster to offer %s: %s", offer,
+                           connecting.exception())
+            self._free(offer.allocation_id)
+            return
+        accepted = connecting.result().offer_slots(self.resource_id, self.address, [offer])
+
+        def done(reply: Future[list[SlotOffer]]) -> None:
+            if reply.exception() is not None or offer not in reply.result():
+                logger.info("slot offer %s not accepted: %s", offer, reply.exception())
+                self._free(offer.allocation_id)
+
+        self.on_main_thread(accepted, done)
+
+    def free_slot(self, allocation_id: AllocationId, cause: str) -> None:
+        for task in self._tasks.values():
+            if task.tdd.allocation_id == allocation_id:
+                task.cancel()
+        self._free(allocation_id)
+
+    def _free(self, allocation_id: AllocationId) -> None:
+        slot = self._slots.free(allocation_id)
+        if slot is not None and self._resource_manager is not None:
+            self._resource_manager.notify_slot_available(self.resource_id, slot.index)
+        live_jobs = {s.job_id for s in self._slots.slots if s.job_id is not None}
+        for job_id in list(self._job_masters):
+            if job_id not in live_jobs:
+                del self._job_masters[job_id]
+
+    # Tasks -------------------------------------------------------------------------------------
+
+    def submit_task(
+        self, tdd: TaskDeploymentDescriptor, timeout: float | None = None
+    ) -> TaskOperationResult:
+        slot = self._slots.find(tdd.allocation_id)
+        if slot is None or slot.job_id != tdd.job_id:
+            raise SlotAllocationError(
+                f"cannot run {tdd.task_name}: no slot of {self.resource_id} is allocated to "
+                f"allocation {tdd.allocation_id} of job {tdd.job_id}", tdd.job_id)
+        if tdd.attempt_id in self._tasks:
+            return TaskOperationResult(tdd.attempt_id, False, "attempt already running")
+        if tdd.output_partition is not None:
+            self._partitions[tdd.output_partition] = ResultPartition(
+                tdd.output_partition, tdd.job_id, tdd.num_subpartitions)
+        gate = (InputGate(tdd.input_channels, self._make_poll()) if tdd.input_channels else None)
+        job_master = self._job_masters[tdd.job_id]
+        configuration = Configuration(tdd.configuration)
+        env = TaskEnvironment(
+            tdd, configuration, self._spark_session, self._tmp_dir / "jobs" / tdd.job_id,
+            request_split=lambda: self._request_split(job_master, tdd),
+            emit=lambda sub, event: self.run_async(lambda: self._emit(tdd, sub, event)),
+            input_gate=gate,
+        )
+        task = Task(
+            tdd, env,
+            report=lambda state, metrics, error: self.run_async(
+                lambda: self._task_state_changed(tdd, state, metrics, error)),
+            on_spark_cancel=lambda: _cancel_spark_jobs(env),
+        )
+        self._tasks[tdd.attempt_id] = task
+        task.start()
+        return TaskOperationResult(tdd.attempt_id, True)
+
+    def cancel_task(
+        self, attempt_id: ExecutionAttemptId, timeout: float | None = None
+    ) -> TaskOperationResult:
+        task = self._tasks.get(attempt_id)
+        if task is None:
+            return TaskOperationResult(attempt_id, False, "no such task on " + self.resource_id)
+        task.cancel()
+        return TaskOperationResult(attempt_id, True)
+
+    def _task_state_changed(
+        self, tdd: TaskDeploymentDescriptor, state: ExecutionState, metrics: IOMetrics,
+        error: str | None,
+    ) -> None:
+        if state.is_terminal:
+            self._tasks.pop(tdd.attempt_id, None)
+        snapshot = IOMetrics(**vars(metrics))
+        message = TaskExecutionState(tdd.job_id, tdd.attempt_id, state, snapshot, error)
+        job_master = self._job_masters.get(tdd.job_id)
+        if job_master is None:
+            return
+        self.on_main_thread(job_master, lambda f: f.exception() is None
+                            and f.result().update_task_execution_state(message))
+
+    @staticmethod
+    def _request_split(
+        job_master: Future[JobMasterGateway], tdd: TaskDeploymentDescriptor
+    ) -> Future[NextInputSplit]:
+        return job_master.result().request_next_input_split(tdd.vertex_id, tdd.attempt_id)
+
+    # Result partitions -------------------------------------------------------------------------
+
+    def _emit(self, tdd: TaskDeploymentDescriptor, subpartition: int | None,
+              event: PartitionEvent) -> None:
+        partition = self._partitions.get(tdd.output_partition)  # type: ignore[arg-type]
+        if partition is None:
+            return  # released: the job ended or was cancelled
+        first = partition.num_events == 0
+        if subpartition is None:
+            partition.broadcast(event)
+        else:
+            partition.add(subpartition, event)
+        if first:  # ScheduleOrUpdateConsumers on the first event (lazy scheduling)
+            job_master = self._job_masters.get(tdd.job_id)
+            if job_master is not None:
+                self.on_main_thread(job_master, lambda f: f.exception() is None
+                                    and f.result().schedule_or_update_consumers(
+                                        partition.partition_id))
+
+    def request_partition_events(
+        self, partition_id: ResultPartitionId, subpartition: int, from_index: int,
+        timeout: float | None = None,
+    ) -> Future[PartitionEvents]:
+        partition = self._partitions.get(partition_id)
+        if partition is None:
+            raise PartitionNotFoundError(partition_id)
+        future = partition.poll(subpartition, from_index)
+        if not future.done():
+            self.schedule_run_async(lambda: partition.expire(future, from_index),
+                                    self._poll_timeout)
+        return future
+
+    def release_partitions(self, job_id: JobId) -> None:
+        for pid in [p for p, part in self._partitions.items() if part.job_id == job_id]:
+            error = PartitionNotFoundError(pid)
+            self._partitions.pop(pid).release(
+                lambda f, e=error: f.done() or f.set_exception(e))
+
+    def _make_poll(self) -> Callable[[InputChannelDescriptor, int], Future[PartitionEvents]]:
+        """A poll function for input gates; runs on task threads, connects lazily."""
+        timeout = self._poll_timeout + self.rpc_service.ask_timeout
+        service = self.rpc_service
+        gateways: dict[str, TaskExecutorGateway] = {}  # used by one task thread only
+
+        def poll(channel: InputChannelDescriptor, from_index: int) -> Future[PartitionEvents]:
+            gateway = gateways.get(channel.producer_address)
+            if gateway is None:
+                gateway = service.connect(channel.producer_address, TaskExecutorGateway).result()
+                gateways[channel.producer_address] = gateway
+            return gateway.request_partition_events(
+                channel.partition_id, channel.subpartition_index, from_index, timeout=timeout)
+
+        return poll
+
+
+def _cancel_spark_jobs(env: TaskEnvironment) -> None:
+    spark = env.spark_if_started
+    if spark is not None:
+        try:
+            spark.sparkContext.cancelJobGroup(env.tdd.attempt_id)
+        except Exception:  # the session may be stopping
+            logger.debug("could not cancel Spark jobs of %s", env.tdd.task_name, exc_info=True)

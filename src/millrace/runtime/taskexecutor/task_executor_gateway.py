@@ -1,0 +1,54 @@
+"""TaskExecutorGateway: what the ResourceManager, JobMasters and consumer tasks may ask a
+TaskManager's TaskExecutor."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Protocol
+
+from millrace.rpc import RpcGateway
+from millrace.runtime.deployment import Acknowledge, TaskDeploymentDescriptor, TaskOperationResult
+from millrace.runtime.io.partition_events import PartitionEvents
+from millrace.types import AllocationId, ExecutionAttemptId, JobId, ResultPartitionId
+
+__all__ = ["TaskExecutorGateway"]
+
+
+class TaskExecutorGateway(RpcGateway, Protocol):
+    def request_slot(
+        self, slot_index: int, job_id: JobId, allocation_id: AllocationId,
+        job_master_address: str, job_master_id: str, timeout: float | None = None,
+    ) -> Future[Acknowledge]:
+        """From the ResourceManager: allocate slot ``slot_index`` and offer it to the JobMaster.
+
+        Fails with SlotAllocationError if the slot is taken by another allocation.
+        """
+        ...
+
+    def submit_task(
+        self, tdd: TaskDeploymentDescriptor, timeout: float | None = None
+    ) -> Future[TaskOperationResult]:
+        """SubmitTask: run a subtask in the slot named by ``tdd.allocation_id``."""
+        ...
+
+    def cancel_task(
+        self, attempt_id: ExecutionAttemptId, timeout: float | None = None
+    ) -> Future[TaskOperationResult]:
+        """CancelTask: stop the attempt; it reports CANCELED once stopped."""
+        ...
+
+    def free_slot(self, allocation_id: AllocationId, cause: str) -> None:
+        """From the JobMaster: the job no longer needs the slot."""
+        ...
+
+    def release_partitions(self, job_id: JobId) -> None:
+        """Drop the job's result partitions (its consumers are done)."""
+        ...
+
+    def request_partition_events(
+        self, partition_id: ResultPartitionId, subpartition: int, from_index: int,
+        timeout: float | None = None,
+    ) -> Future[PartitionEvents]:
+        """Long poll of a consumer: events from ``from_index`` on, or none after the partition
+        poll timeout. Fails with PartitionNotFoundError for an unknown partition."""
+        ...

@@ -1,0 +1,47 @@
+"""The exchange store: bundles handed from producer to consumer subtasks as Parquet files.
+
+A producer collects a bundle's output as one Arrow table (one Spark job), splits it by the
+``__target`` column with Arrow compute, and writes one file per consumer subtask under the
+job's working directory. Consumers receive file names, never records.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from millrace.runtime.io.partition_events import DataBundle
+from millrace.spark.windowing import TARGET, WINDOW_START
+
+__all__ = ["write_exchange_files"]
+
+
+def write_exchange_files(
+    table: Any, directory: Path, prefix: str, num_targets: int, window_size_ms: int | None
+) -> list[tuple[int, DataBundle]]:
+    """Write ``table`` (``pyarrow.Table`` with ``__target``) as one file per target subtask.
+
+    Returns:
+        ``(target, DataBundle)`` for every target that received rows.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    targets = table.column(TARGET)
+    for target in range(num_targets):
+        part = table.filter(pc.equal(targets, target)).drop_columns([TARGET])
+        if part.num_rows == 0:
+            continue
+        path = directory / f"{prefix}-to{target:03d}.parquet"
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(part, tmp)
+        tmp.replace(path)
+        low = high = None
+        if window_size_ms is not None and WINDOW_START in part.column_names:
+            bounds = pc.min_max(part.column(WINDOW_START))
+            low = bounds["min"].as_py() // 1000 + window_size_ms
+            high = bounds["max"].as_py() // 1000 + window_size_ms
+        out.append((target, DataBundle(str(path), part.num_rows, low, high)))
+    return out

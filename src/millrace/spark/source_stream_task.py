@@ -1,0 +1,193 @@
+"""SourceStreamTask: reads input splits and runs the chain, one Spark job per bundle.
+
+A bundle is one input split. For each, the chain — read, drop malformed records to the dead-letter
+output, user transforms, then either local window pre-aggregation (partials per key and window),
+window assignment (buffered windows), or a sink — is one Spark plan executed by one action
+(``toArrow``). An Observation on the same plan counts rows read, dead letters, late rows and the
+largest event time, so counting costs no extra job. Output rows are split by key group into one
+exchange file per consumer subtask.
+
+Watermarks: per split (see ``SplitWatermarkTracker``); emitted in-band after the bundles they
+follow; a final MAX watermark and EndOfPartition at the end of input (Flink's bounded sources).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from millrace.api.operators import (
+    LocalWindowAggregateOperator,
+    SourceOperator,
+    WindowAssignOperator,
+)
+from millrace.errors import PipelineError
+from millrace.runtime.io.input_split import InputSplit
+from millrace.runtime.io.partition_events import MAX_WATERMARK, EndOfPartition, Watermark
+from millrace.spark.exchange import write_exchange_files
+from millrace.spark.side_outputs import side_output_dir, write_side_output
+from millrace.spark.source_watermarks import SplitWatermarkTracker
+from millrace.spark.stream_task import SparkStreamTask
+from millrace.spark.windowing import (
+    TARGET,
+    WINDOW_START,
+    late_condition,
+    target_subtask,
+    window_end_ms,
+    window_start_us,
+)
+
+__all__ = ["SourceStreamTask"]
+
+logger = logging.getLogger(__name__)
+
+_REASON = "__reason"
+_LATE = "__late"
+
+
+class SourceStreamTask(SparkStreamTask):
+    """Runs a source chain."""
+
+    def invoke(self) -> None:
+        env = self.environment
+        source_op = self.operators[0]
+        if not isinstance(source_op, SourceOperator):
+            raise PipelineError("a source chain must start with a SourceOperator", env.task_name)
+        tail = self.operators[-1]
+        tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
+        sequence = 0
+        while True:
+            env.check_cancelled()
+            reply = env.next_input_split(timeout=self.ask_timeout)
+            tracker.set_pending_bound(reply.watermark_bound_ms)
+            if reply.split is None:
+                break
+            split = reply.split
+            tracker.open_split(split.split_number, reply.watermark_bound_ms)
+            self._emit_watermark(tracker.advance())
+            max_event_time = self._run_bundle(source_op, tail, split, sequence, tracker.emitted)
+            tracker.on_records(split.split_number, max_event_time)
+            tracker.close_split(split.split_number)
+            self._emit_watermark(tracker.advance())
+            sequence += 1
+        if self.tdd.output_partition is not None:
+            env.broadcast(Watermark(MAX_WATERMARK))
+            env.broadcast(EndOfPartition())
+
+    def _emit_watermark(self, watermark: int | None) -> None:
+        if watermark is not None and self.tdd.output_partition is not None:
+            self.environment.broadcast(Watermark(watermark))
+
+    def _run_bundle(self, source_op: SourceOperator, tail: Any, split: InputSplit,
+                    sequence: int, watermark: int) -> int | None:
+        """Run one bundle; return the largest event time read (epoch ms) or None."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        env = self.environment
+        spark = self.spark
+        read = source_op.source.read(spark, split)
+        event_time = source_op.event_time
+        reason = read.malformed_reason
+        if event_time is not None:
+            null_time = F.when(F.col(event_time).isNull(),
+                               F.lit(f"event time column {event_time!r} is null"))
+            reason = null_time if reason is None else F.coalesce(reason, null_time)
+        base = read.frame if reason is None else read.frame.withColumn(_REASON, reason)
+        metrics = [F.count(F.lit(1)).alias("rows")]
+        if reason is not None:
+            metrics.append(F.count_if(F.col(_REASON).isNotNull()).alias("dead"))
+        if event_time is not None:
+            metrics.append(F.max(F.unix_micros(F.col(event_time))).alias("max_us"))
+        observed_in = Observation(f"in-{sequence}")
+        frame = base.observe(observed_in, *metrics)
+        if reason is not None:
+            frame = frame.where(F.col(_REASON).isNull()).drop(_REASON, "_corrupt_record")
+        frame = self.apply_transforms(frame, self.transforms)
+
+        observed_late: Observation | None = None
+        window = getattr(tail, "window", None)
+        if isinstance(tail, LocalWindowAggregateOperator | WindowAssignOperator):
+            _require_column(frame, tail.event_time, env.task_name)
+            frame = frame.withColumn(WINDOW_START, window_start_us(tail.event_time, window))
+            late_base = frame.withColumn(_LATE, late_condition(window, watermark))
+            observed_late = Observation(f"late-{sequence}")
+            frame = (late_base.observe(observed_late, F.count_if(F.col(_LATE)).alias("late"))
+                     .where(~F.col(_LATE)).drop(_LATE))
+            consumers = self.tdd.num_subpartitions
+            if isinstance(tail, LocalWindowAggregateOperator):
+                frame = frame.groupBy(*tail.keys, WINDOW_START).agg(*tail.plan.partial_columns())
+            frame = frame.withColumn(
+                TARGET, target_subtask(tail.keys, self.tdd.max_parallelism, consumers))
+            table = _collect(frame, env.task_name)
+            files = write_exchange_files(
+                table, env.working_dir / "exchange" / self.tdd.vertex_id,
+                f"{self.tdd.subtask_index:03d}-{sequence:06d}", consumers, window.size_ms)
+            for target, bundle in files:
+                env.emit(target, bundle)
+            env.metrics.records_out += table.num_rows
+        elif self.sink is not None:
+            table = _collect(frame, env.task_name)
+            env.metrics.records_out += self.sink.sink.write(
+                table, self.tdd.job_id, self.tdd.subtask_index, sequence)
+        else:
+            raise PipelineError("a source chain must end in a window or a sink", env.task_name)
+        env.metrics.bundles += 1
+
+        counts = observed_in.get
+        env.metrics.records_in += int(counts["rows"])
+        dead = int(counts.get("dead") or 0)
+        if dead:
+            env.metrics.dead_letters += dead
+            self._write_dead_letters(base, read.raw_record, split)
+        if observed_late is not None:
+            late = int(observed_late.get["late"] or 0)
+            if late:
+                env.metrics.late_records += late
+                self._write_late(late_base, window, watermark, split)
+        max_us = counts.get("max_us")
+        return None if max_us is None else int(max_us) // 1000
+
+    def _write_dead_letters(self, base: Any, raw_record: Any, split: InputSplit) -> None:
+        from pyspark.sql import functions as F
+
+        columns = [F.col(f"`{c}`") for c in base.columns if c not in (_REASON, "_corrupt_record")]
+        as_json = F.to_json(F.struct(*columns))
+        record = as_json if raw_record is None else F.coalesce(raw_record, as_json)
+        bad = base.where(F.col(_REASON).isNotNull()).select(
+            F.col(_REASON).alias("reason"), record.alias("record"))
+        env = self.environment
+        write_side_output(bad, side_output_dir(env.configuration, self.tdd.job_name,
+                                               "dead-letters"),
+                          split.describe(), self.tdd.subtask_index)
+
+    def _write_late(self, late_base: Any, window: Any, watermark: int, split: InputSplit) -> None:
+        from pyspark.sql import functions as F
+
+        columns = [F.col(f"`{c}`") for c in late_base.columns if c not in (_LATE, WINDOW_START)]
+        late = late_base.where(F.col(_LATE)).select(
+            F.format_string("late: window ending at %d ms already fired at watermark %d ms",
+                            window_end_ms(window), F.lit(watermark)).alias("reason"),
+            F.to_json(F.struct(*columns)).alias("record"))
+        env = self.environment
+        write_side_output(late, side_output_dir(env.configuration, self.tdd.job_name, "late"),
+                          split.describe(), self.tdd.subtask_index)
+
+
+def _require_column(frame: Any, column: str, task_name: str) -> None:
+    if column not in frame.columns:
+        raise PipelineError(f"event-time column {column!r} is not in the stream (columns: "
+                            f"{frame.columns}); keep it through transform()", task_name)
+
+
+def _collect(frame: Any, task_name: str) -> Any:
+    """Run the bundle's Spark job: the plan's result as a ``pyarrow.Table``."""
+    try:
+        return frame.toArrow()
+    except Exception as error:
+        raise PipelineError(f"Spark job failed: {_first_line(error)}", task_name) from error
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:500]

@@ -1,0 +1,74 @@
+"""Per-split watermark tracking of a source subtask (Flink's per-split watermarks, FLIP-27).
+
+Each open split's watermark is the largest event time read from it minus the allowed
+out-of-orderness minus 1 ms (before any record: the bound it was assigned with). The subtask's
+watermark is the minimum over its open splits and the JobMaster's bound for the splits it may
+still receive, and never goes backwards. Files read in any order therefore never make good
+records late: a split's records are only late relative to that split's own progress.
+"""
+
+from __future__ import annotations
+
+from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
+
+__all__ = ["SplitWatermarkTracker"]
+
+
+class SplitWatermarkTracker:
+    """Watermark of one source subtask.
+
+    Args:
+        max_out_of_orderness_ms: Allowed disorder within a split (ms, >= 0).
+
+    Threading:
+        The source task's thread only.
+    """
+
+    def __init__(self, max_out_of_orderness_ms: int) -> None:
+        if max_out_of_orderness_ms < 0:
+            raise ValueError(f"out-of-orderness must be >= 0 ms, got {max_out_of_orderness_ms}")
+        self._ooo = max_out_of_orderness_ms
+        self._open: dict[int, int] = {}
+        self._pending_bound = MIN_WATERMARK
+        self._emitted = MIN_WATERMARK
+
+    def set_pending_bound(self, bound_ms: int) -> None:
+        """Bound for splits not yet assigned to this subtask (NextInputSplit)."""
+        self._pending_bound = bound_ms
+
+    def open_split(self, split_number: int, bound_ms: int) -> None:
+        """A split starts; until records are seen its watermark is ``bound_ms``."""
+        self._open[split_number] = bound_ms
+
+    def on_records(self, split_number: int, max_event_time_ms: int | None) -> None:
+        """Records of ``split_number`` were read, the largest event time being ``max...``."""
+        if max_event_time_ms is None:
+            return
+        candidate = max_event_time_ms - self._ooo - 1
+        self._open[split_number] = max(self._open.get(split_number, MIN_WATERMARK), candidate)
+
+    def close_split(self, split_number: int) -> None:
+        """The split is fully read: it no longer holds the watermark back."""
+        self._open.pop(split_number, None)
+
+    def current(self) -> int:
+        """min(open splits' watermarks, pending bound), monotonic; MAX when all is read."""
+        value = min([*self._open.values(), self._pending_bound])
+        return max(value, self._emitted)
+
+    def advance(self) -> int | None:
+        """The new watermark if it moved past the last one returned, else None."""
+        value = self.current()
+        if value > self._emitted:
+            self._emitted = value
+            return value
+        return None
+
+    @property
+    def emitted(self) -> int:
+        """The last watermark returned by ``advance`` (MIN before any)."""
+        return self._emitted
+
+    @staticmethod
+    def end_of_input() -> int:
+        return MAX_WATERMARK

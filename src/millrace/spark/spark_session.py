@@ -1,0 +1,71 @@
+"""The SparkSession of the data plane: one per TaskManager process, shared by its tasks.
+
+Bundles are small, so the session is tuned for many short jobs: no UI, no adaptive execution,
+one shuffle partition by default, FAIR scheduling between the subtasks' concurrent jobs, UTC
+session time zone (event time and windows are UTC). Any ``spark.*`` key of the configuration
+overrides these.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from millrace.config import Configuration, SparkOptions
+
+__all__ = ["create_spark_session", "stop_spark_session"]
+
+logger = logging.getLogger(__name__)
+
+_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.scheduler.mode": "FAIR",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+}
+
+
+def create_spark_session(configuration: Configuration, app_name: str = "millrace") -> Any:
+    """Start (or join) the process's SparkSession.
+
+    Returns:
+        ``pyspark.sql.SparkSession``.
+
+    Raises:
+        ConfigError: If a spark option has an invalid value.
+        Exception: Whatever PySpark raises when the JVM cannot start (e.g. no Java).
+    """
+    from pyspark.sql import SparkSession
+
+    settings = dict(_DEFAULTS)
+    settings["spark.master"] = configuration.get(SparkOptions.MASTER)
+    settings["spark.driver.memory"] = configuration.get(SparkOptions.DRIVER_MEMORY)
+    settings["spark.sql.shuffle.partitions"] = str(
+        configuration.get(SparkOptions.SHUFFLE_PARTITIONS))
+    settings.update({k: str(v) for k, v in configuration.items_with_prefix("spark.").items()})
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stop_spark_session(spark: Any) -> None:
+    """Stop the session and shut the JVM gateway down, so no JVM outlives the cluster."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        try:
+            gateway.shutdown()
+        except Exception:
+            logger.debug("JVM gateway shutdown failed", exc_info=True)
+        SparkContext._gateway = None
+        SparkContext._jvm = None

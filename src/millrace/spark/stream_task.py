@@ -1,0 +1,63 @@
+"""Common ground of the data-plane tasks: the chain's parts and the Spark job group.
+
+Every Spark job of a task runs in the job group named by the attempt id, on the task's thread
+(PySpark pins Python threads to JVM threads), so cancelling the task cancels its Spark jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from millrace.api.operators import SinkOperator, TransformOperator
+from millrace.config import RpcOptions
+from millrace.errors import PipelineError
+from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
+
+__all__ = ["SparkStreamTask"]
+
+
+class SparkStreamTask(AbstractInvokable):
+    """Base of SourceStreamTask and WindowStreamTask.
+
+    Threading:
+        ``invoke`` on the task thread; ``cancel`` from the TaskExecutor.
+    """
+
+    def __init__(self, environment: TaskEnvironment) -> None:
+        super().__init__(environment)
+        self.tdd = environment.tdd
+        self.operators = tuple(environment.tdd.operators)
+        self.transforms = [op for op in self.operators if isinstance(op, TransformOperator)]
+        sinks = [op for op in self.operators if isinstance(op, SinkOperator)]
+        self.sink: SinkOperator | None = sinks[0] if sinks else None
+        self.ask_timeout = environment.configuration.get(RpcOptions.ASK_TIMEOUT)
+        self._spark: Any = None
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession, with this thread's job group set on first use."""
+        if self._spark is None:
+            self._spark = self.environment.spark
+            self._spark.sparkContext.setJobGroup(
+                self.tdd.attempt_id, self.tdd.task_name, interruptOnCancel=True)
+        return self._spark
+
+    def apply_transforms(self, frame: Any, transforms: list[TransformOperator]) -> Any:
+        """Apply the chained ``transform`` functions to ``frame`` (lazily).
+
+        Raises:
+            PipelineError: If a function raises or does not return a DataFrame.
+        """
+        from pyspark.sql import DataFrame
+
+        for op in transforms:
+            try:
+                result = op.fn(frame)
+            except Exception as error:
+                raise PipelineError(f"transform {op.name!r} raised {type(error).__name__}: "
+                                    f"{error}", self.tdd.task_name) from error
+            if not isinstance(result, DataFrame):
+                raise PipelineError(f"transform {op.name!r} must return a pyspark DataFrame, "
+                                    f"got {type(result).__name__}", self.tdd.task_name)
+            frame = result
+        return frame
