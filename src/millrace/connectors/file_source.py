@@ -118,13 +118,21 @@ class FileSource:
 
     # Task side ---------------------------------------------------------------------------------
 
-    def read(self, spark: Any, split: InputSplit) -> SplitRead:
-        """Read ``split`` (lazy: a DataFrame plan, nothing runs)."""
+    def read(self, spark: Any, split: InputSplit, schema: Any = None) -> SplitRead:
+        """Read ``split`` (lazy: a DataFrame plan, nothing runs).
+
+        Args:
+            spark: The SparkSession.
+            split: The split.
+            schema: Schema of an earlier split's frame, to skip schema inference (Parquet), or
+                None.
+        """
         from pyspark.sql import functions as F
 
         if self.format == "parquet":
             if split.row_group is None:
-                frame = spark.read.parquet(split.path)
+                reader = spark.read if schema is None else spark.read.schema(schema)
+                frame = reader.parquet(split.path)
             else:
                 import fsspec
                 import pyarrow.parquet as pq

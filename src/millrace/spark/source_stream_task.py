@@ -14,6 +14,7 @@ follow; a final MAX watermark and EndOfPartition at the end of input (Flink's bo
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from millrace.api.operators import (
@@ -55,6 +56,7 @@ class SourceStreamTask(SparkStreamTask):
             raise PipelineError("a source chain must start with a SourceOperator", env.task_name)
         tail = self.operators[-1]
         tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
+        self._schema: Any = None  # the first split's schema, reused: no footer read per split
         sequence = 0
         while True:
             env.check_cancelled()
@@ -65,7 +67,10 @@ class SourceStreamTask(SparkStreamTask):
             split = reply.split
             tracker.open_split(split.split_number, reply.watermark_bound_ms)
             self._emit_watermark(tracker.advance())
+            started = time.perf_counter()
             max_event_time = self._run_bundle(source_op, tail, split, sequence, tracker.emitted)
+            logger.info("%s: split %s read in %.3f s", env.task_name, split.describe(),
+                        time.perf_counter() - started)
             tracker.on_records(split.split_number, max_event_time)
             tracker.close_split(split.split_number)
             self._emit_watermark(tracker.advance())
@@ -86,7 +91,8 @@ class SourceStreamTask(SparkStreamTask):
 
         env = self.environment
         spark = self.spark
-        read = source_op.source.read(spark, split)
+        read = source_op.source.read(spark, split, self._schema)
+        self._schema = read.frame.schema if self._schema is None else self._schema
         event_time = source_op.event_time
         reason = read.malformed_reason
         if event_time is not None:
@@ -108,7 +114,8 @@ class SourceStreamTask(SparkStreamTask):
         observed_late: Observation | None = None
         window = getattr(tail, "window", None)
         if isinstance(tail, LocalWindowAggregateOperator | WindowAssignOperator):
-            _require_column(frame, tail.event_time, env.task_name)
+            if sequence == 0:
+                _require_column(frame, tail.event_time, env.task_name)
             frame = frame.withColumn(WINDOW_START, window_start_us(tail.event_time, window))
             late_base = frame.withColumn(_LATE, late_condition(window, watermark))
             observed_late = Observation(f"late-{sequence}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
@@ -48,6 +49,7 @@ class WindowStreamTask(SparkStreamTask):
         self._files: list[DataBundle] = []
         self._fired = MIN_WATERMARK
         self._sequence = 0
+        self._schema: Any = None  # schema of the exchange files, known after the first read
         poll_timeout = env.configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
         max_files = env.configuration.get(ExecutionOptions.STATE_COMPACTION_FILES)
         while not gate.finished:
@@ -73,7 +75,11 @@ class WindowStreamTask(SparkStreamTask):
     def _pending_frame(self) -> Any:
         from pyspark.sql import functions as F
 
-        frame = self.spark.read.parquet(*[f.path for f in self._files])
+        reader = self.spark.read
+        if self._schema is not None:
+            reader = reader.schema(self._schema)
+        frame = reader.parquet(*[f.path for f in self._files])
+        self._schema = self._schema or frame.schema
         if self._fired > MIN_WATERMARK:
             frame = frame.where(window_end_ms(self._op.window) - 1 > F.lit(self._fired))
         return frame
@@ -82,6 +88,7 @@ class WindowStreamTask(SparkStreamTask):
         from pyspark.sql import functions as F
 
         op, env = self._op, self.environment
+        started = time.perf_counter()
         frame = self._pending_frame().where(
             window_end_ms(op.window) - 1 <= F.lit(watermark))
         grouped = frame.groupBy(*op.keys, WINDOW_START)
@@ -102,6 +109,8 @@ class WindowStreamTask(SparkStreamTask):
         self._files = [f for f in self._files if f not in done]
         for f in done:
             _remove(f.path)
+        logger.info("%s: fired at watermark %d: %d rows from %d files in %.3f s", env.task_name,
+                    watermark, table.num_rows, len(done), time.perf_counter() - started)
 
     def _compact(self) -> None:
         import pyarrow.compute as pc

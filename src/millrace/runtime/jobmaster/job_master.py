@@ -196,7 +196,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 self._slots.append(_Slot(offer.allocation_id, Address(task_manager_address),
                                          f.result()))
             reply.set_result(wanted)
-            if not self._pending_allocations:
+            if len(self._slots) == self.job_graph.slots_required():
                 self._deploy_sources()
 
         self.on_main_thread(connecting, connected)

@@ -1,0 +1,1 @@
+"""The ``millrace`` command line."""

@@ -1,0 +1,71 @@
+"""Runs a JobGraph through a JobClient while showing its progress with rich.
+
+The executor submits with SubmitJobWait and polls the job's details (splits assigned, subtask
+states, records) a few times a second until the result arrives.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from millrace.runtime.client.job_client import JobClientGateway
+from millrace.runtime.job_result import JobDetails, JobResult
+from millrace.runtime.jobgraph import JobGraph
+
+__all__ = ["ProgressExecutor"]
+
+_POLL_INTERVAL = 0.25  # seconds between JobDetails requests
+
+
+@dataclass
+class ProgressExecutor:
+    """A PipelineExecutor that shows progress.
+
+    Args:
+        job_client: Gateway of the cluster's JobClient.
+        console: Where progress goes.
+
+    Attributes:
+        runs: ``(job_graph, result)`` of every job run, in order.
+    """
+
+    job_client: JobClientGateway
+    console: Console
+    runs: list[tuple[JobGraph, JobResult]] = field(default_factory=list)
+
+    def __call__(self, job_graph: JobGraph) -> JobResult:
+        waiting = self.job_client.submit_job_wait(job_graph)
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=False) as progress:
+            bar = progress.add_task(f"{job_graph.name}: input splits", total=None, detail="")
+            while True:
+                try:
+                    result = waiting.result(timeout=_POLL_INTERVAL)
+                    self._show(progress, bar, result.details)
+                    break
+                except FutureTimeout:
+                    pass
+                try:
+                    details = self.job_client.request_job_details(job_graph.job_id).result(
+                        timeout=5)
+                except Exception:
+                    continue
+                self._show(progress, bar, details)
+        self.runs.append((job_graph, result))
+        return result
+
+    @staticmethod
+    def _show(progress: Progress, bar: int, details: JobDetails) -> None:
+        states = "  ".join(
+            f"{v.name.split(' -> ')[0]}: " + ",".join(f"{n} {s}" for s, n in v.states.items())
+            for v in details.vertices)
+        progress.update(bar, total=details.splits_total or None,
+                        completed=details.splits_assigned,
+                        detail=f"{details.status.name}  {states}")
+
+
