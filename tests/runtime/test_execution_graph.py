@@ -1,0 +1,109 @@
+"""ExecutionGraph and Flink's ExecutionState machine: every legal move works, every other raises."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from millrace.errors import IllegalExecutionStateTransitionError
+from millrace.runtime.executiongraph import (
+    ExecutionGraph,
+    ExecutionState,
+    JobStatus,
+    is_legal_transition,
+)
+from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
+
+S = ExecutionState
+
+LEGAL = {
+    (S.CREATED, S.SCHEDULED), (S.CREATED, S.CANCELED), (S.CREATED, S.FAILED),
+    (S.SCHEDULED, S.DEPLOYING), (S.SCHEDULED, S.CANCELED), (S.SCHEDULED, S.FAILED),
+    (S.DEPLOYING, S.INITIALIZING), (S.DEPLOYING, S.RUNNING), (S.DEPLOYING, S.CANCELING),
+    (S.DEPLOYING, S.FAILED),
+    (S.INITIALIZING, S.RUNNING), (S.INITIALIZING, S.FINISHED), (S.INITIALIZING, S.CANCELING),
+    (S.INITIALIZING, S.FAILED),
+    (S.RUNNING, S.FINISHED), (S.RUNNING, S.CANCELING), (S.RUNNING, S.FAILED),
+    (S.CANCELING, S.CANCELED), (S.CANCELING, S.FAILED),
+}
+
+
+def graph(p_source: int = 2, p_window: int = 3) -> ExecutionGraph:
+    source = JobVertex("source", p_source, "m:Source", is_source=True)
+    window = JobVertex("window", p_window, "m:Window")
+    edge = JobEdge(source.vertex_id, window.vertex_id, DistributionPattern.HASH, ("k",))
+    return ExecutionGraph(JobGraph("job", [source, window], [edge]))
+
+
+def execution_in(state: ExecutionState):
+    execution = graph().executions()[0]
+    execution.state = state
+    return execution
+
+
+@pytest.mark.parametrize(("current", "target"), sorted(LEGAL, key=str))
+def test_legal_transition_moves_the_execution(current, target) -> None:
+    execution = execution_in(current)
+    execution.transition_to(target)
+    assert execution.state is target
+
+
+ILLEGAL = sorted(set(itertools.product(S, S)) - LEGAL, key=str)
+
+
+@pytest.mark.parametrize(("current", "target"), ILLEGAL)
+def test_illegal_transition_raises_and_keeps_the_state(current, target) -> None:
+    execution = execution_in(current)
+    with pytest.raises(IllegalExecutionStateTransitionError) as info:
+        execution.transition_to(target)
+    assert execution.state is current
+    assert current.name in str(info.value) and target.name in str(info.value)
+
+
+def test_the_table_and_the_state_machine_agree() -> None:
+    for current, target in itertools.product(S, S):
+        assert is_legal_transition(current, target) == ((current, target) in LEGAL)
+
+
+def test_terminal_states_are_exactly_finished_canceled_failed() -> None:
+    assert {s for s in S if s.is_terminal} == {S.FINISHED, S.CANCELED, S.FAILED}
+
+
+def test_happy_path_of_a_subtask() -> None:
+    execution = graph().executions()[0]
+    for state in (S.SCHEDULED, S.DEPLOYING, S.INITIALIZING, S.RUNNING, S.FINISHED):
+        execution.transition_to(state)
+    assert execution.state is S.FINISHED
+
+
+def test_graph_has_one_execution_per_subtask_with_distinct_attempts() -> None:
+    g = graph(2, 3)
+    assert [len(v.task_vertices) for v in g.vertices] == [2, 3]
+    attempts = {e.attempt_id for e in g.executions()}
+    assert len(attempts) == 5
+    assert all(g.execution(a) is not None for a in attempts)
+    assert g.execution("nope") is None  # type: ignore[arg-type]
+    assert [v.name for v in g.producers_of(g.vertices[1].vertex_id)] == ["source"]
+    assert [v.name for v in g.consumers_of(g.vertices[0].vertex_id)] == ["window"]
+    assert g.vertices[1].task_vertices[2].task_name == "window (3/3)"
+
+
+def test_job_status_is_final_once_terminal() -> None:
+    g = graph()
+    g.transition_job(JobStatus.RUNNING)
+    g.transition_job(JobStatus.FINISHED)
+    with pytest.raises(IllegalExecutionStateTransitionError):
+        g.transition_job(JobStatus.FAILED)
+
+
+def test_all_finished_needs_every_execution_finished() -> None:
+    g = graph(1, 1)
+    first, second = g.executions()
+    for e in (first, second):
+        for state in (S.SCHEDULED, S.DEPLOYING, S.RUNNING):
+            e.transition_to(state)
+    first.transition_to(S.FINISHED)
+    assert not g.all_finished()
+    second.transition_to(S.FINISHED)
+    assert g.all_finished()

@@ -1,0 +1,108 @@
+"""ResultPartition long polls and the InputGate's per-channel watermarks."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pytest
+
+from millrace.runtime.deployment import InputChannelDescriptor
+from millrace.runtime.io.input_gate import InputGate
+from millrace.runtime.io.partition_events import (
+    MIN_WATERMARK,
+    DataBundle,
+    EndOfPartition,
+    PartitionEvents,
+    Watermark,
+)
+from millrace.runtime.io.result_partition import ResultPartition
+from millrace.types import Address, JobId, ResultPartitionId
+
+
+def partition(subpartitions: int = 2) -> ResultPartition:
+    return ResultPartition(ResultPartitionId("p"), JobId("j"), subpartitions)
+
+
+def test_poll_returns_existing_events_at_once() -> None:
+    p = partition()
+    p.add(0, DataBundle("a", 1))
+    p.add(0, DataBundle("b", 2))
+    reply = p.poll(0, 1).result(0)
+    assert reply == PartitionEvents(1, (DataBundle("b", 2),))
+
+
+def test_parked_poll_completes_on_the_next_event_of_its_subpartition() -> None:
+    p = partition()
+    waiting = p.poll(1, 0)
+    p.add(0, DataBundle("other", 1))
+    assert not waiting.done()
+    p.add(1, DataBundle("mine", 1))
+    assert waiting.result(0).events == (DataBundle("mine", 1),)
+
+
+def test_expired_poll_completes_empty() -> None:
+    p = partition()
+    waiting = p.poll(0, 0)
+    p.expire(waiting, 0)
+    assert waiting.result(0) == PartitionEvents(0, ())
+
+
+def test_broadcast_reaches_every_subpartition_and_end_finishes() -> None:
+    p = partition(3)
+    p.broadcast(Watermark(5))
+    p.broadcast(EndOfPartition())
+    assert p.finished
+    for i in range(3):
+        assert p.poll(i, 0).result(0).events == (Watermark(5), EndOfPartition())
+    with pytest.raises(RuntimeError):
+        p.add(0, DataBundle("late", 1))
+
+
+def test_invalid_subpartition_count_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        partition(0)
+
+
+class Producers:
+    """Partitions standing in for producers; the gate polls them directly."""
+
+    def __init__(self, n: int) -> None:
+        self.partitions = [partition(1) for _ in range(n)]
+        self.channels = [InputChannelDescriptor(ResultPartitionId(str(i)), 0,
+                                                Address(f"tm-{i}"), i) for i in range(n)]
+
+    def poll(self, channel: InputChannelDescriptor, from_index: int) -> Future[PartitionEvents]:
+        return self.partitions[channel.producer_index].poll(0, from_index)
+
+
+def test_gate_watermark_is_the_minimum_over_channels() -> None:
+    producers = Producers(2)
+    gate = InputGate(producers.channels, producers.poll)
+    assert gate.watermark == MIN_WATERMARK
+    producers.partitions[0].add(0, Watermark(100))
+    gate.poll_next(1.0)
+    assert gate.watermark == MIN_WATERMARK  # channel 1 has said nothing yet
+    producers.partitions[1].add(0, Watermark(40))
+    gate.poll_next(1.0)
+    assert gate.watermark == 40
+
+
+def test_gate_delivers_each_channel_in_order_and_finishes() -> None:
+    producers = Producers(2)
+    gate = InputGate(producers.channels, producers.poll)
+    for i, p in enumerate(producers.partitions):
+        p.add(0, DataBundle(f"{i}-a", 1))
+        p.add(0, DataBundle(f"{i}-b", 1))
+        p.broadcast(EndOfPartition())
+    seen: list[tuple[int, object]] = []
+    while not gate.finished:
+        seen += gate.poll_next(1.0)
+    for i in range(2):
+        mine = [e for c, e in seen if c == i]
+        assert mine == [DataBundle(f"{i}-a", 1), DataBundle(f"{i}-b", 1), EndOfPartition()]
+
+
+def test_gate_returns_nothing_after_the_timeout() -> None:
+    producers = Producers(1)
+    gate = InputGate(producers.channels, producers.poll)
+    assert gate.poll_next(0.01) == []

@@ -1,0 +1,53 @@
+"""Per-split watermarks of a source subtask."""
+
+from __future__ import annotations
+
+import pytest
+
+from millrace.runtime.io.partition_events import MIN_WATERMARK
+from millrace.spark.source_watermarks import SplitWatermarkTracker
+
+
+def test_watermark_is_the_minimum_over_open_splits_and_the_pending_bound() -> None:
+    tracker = SplitWatermarkTracker(max_out_of_orderness_ms=10)
+    tracker.set_pending_bound(1_000)
+    tracker.open_split(1, 0)
+    tracker.open_split(2, 0)
+    tracker.on_records(1, 500)
+    tracker.on_records(2, 200)
+    assert tracker.advance() == 189  # split 2: 200 - 10 - 1
+    tracker.close_split(2)
+    assert tracker.advance() == 489  # split 1: 500 - 10 - 1
+    tracker.close_split(1)
+    assert tracker.advance() == 1_000  # only the pending bound is left
+
+
+def test_watermark_never_goes_back() -> None:
+    tracker = SplitWatermarkTracker(0)
+    tracker.set_pending_bound(100)
+    assert tracker.advance() == 100
+    tracker.open_split(7, 0)  # a split opened with a lower bound does not lower it
+    assert tracker.advance() is None
+    assert tracker.current() == 100
+
+
+def test_before_any_bound_the_watermark_is_min() -> None:
+    tracker = SplitWatermarkTracker(0)
+    assert tracker.current() == MIN_WATERMARK
+    assert tracker.advance() is None
+
+
+def test_a_slow_split_holds_back_a_fast_one() -> None:
+    """Files read in any order: the split behind in event time keeps the watermark."""
+    tracker = SplitWatermarkTracker(0)
+    tracker.set_pending_bound(10**12)
+    tracker.open_split(1, 0)
+    tracker.open_split(2, 0)
+    tracker.on_records(2, 5_000_000)  # December
+    tracker.on_records(1, 1_000)  # January
+    assert tracker.advance() == 999
+
+
+def test_negative_out_of_orderness_is_rejected() -> None:
+    with pytest.raises(ValueError, match="out-of-orderness"):
+        SplitWatermarkTracker(-1)
