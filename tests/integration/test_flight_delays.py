@@ -11,7 +11,6 @@ import pytest
 
 from millrace import Configuration, StreamExecutionEnvironment
 from millrace.errors import JobExecutionError
-
 from tests.integration.helpers import (
     assert_same_result,
     expected_flight_delays,
