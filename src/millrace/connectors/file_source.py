@@ -32,11 +32,16 @@ class SplitRead:
         malformed_reason: Column (string) giving why a row is malformed, null for good rows;
             None when the format cannot produce malformed rows.
         raw_record: Column (string) holding a malformed row's original text.
+        full_parse: An aggregate column over every field, to be computed with the bundle (in
+            its Observation), or None. Spark's CSV reader parses only the columns a query
+            needs and flags a row corrupt only for those; referencing every field makes a row
+            malformed by the whole declared schema.
     """
 
     frame: Any
     malformed_reason: Any
     raw_record: Any
+    full_parse: Any = None
 
 
 @dataclass(frozen=True)
@@ -147,8 +152,9 @@ class FileSource:
         frame = (spark.read.schema(schema).options(**self.options)
                  .option("mode", "PERMISSIVE")
                  .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).csv(split.path))
+        fields = [F.col(f"`{name}`") for name in schema.fieldNames()]
         return SplitRead(frame, _csv_reason(schema, self.options.get("sep", ",")),
-                         F.col(CORRUPT_COLUMN))
+                         F.col(CORRUPT_COLUMN), F.max(F.xxhash64(*fields)))
 
 
 def _hidden(path: str, root: str) -> bool:

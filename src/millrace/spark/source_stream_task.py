@@ -105,6 +105,8 @@ class SourceStreamTask(SparkStreamTask):
             metrics.append(F.count_if(F.col(_REASON).isNotNull()).alias("dead"))
         if event_time is not None:
             metrics.append(F.max(F.unix_micros(F.col(event_time))).alias("max_us"))
+        if read.full_parse is not None:
+            metrics.append(read.full_parse.alias("parsed"))
         observed_in = Observation(f"in-{sequence}")
         frame = base.observe(observed_in, *metrics)
         if reason is not None:

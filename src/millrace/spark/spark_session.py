@@ -9,6 +9,7 @@ overrides these.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from millrace.config import Configuration, SparkOptions
@@ -27,6 +28,11 @@ _DEFAULTS = {
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+    # A CSV row is malformed by the whole declared schema, not just the columns a query reads:
+    # without this, a bad field in an unused column would pass as a good row.
+    "spark.sql.csv.parser.columnPruning.enabled": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
 }
 
 
@@ -41,6 +47,8 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
         Exception: Whatever PySpark raises when the JVM cannot start (e.g. no Java).
     """
     from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
 
     settings = dict(_DEFAULTS)
     settings["spark.master"] = configuration.get(SparkOptions.MASTER)
