@@ -24,7 +24,6 @@ __all__ = [
     "ConfigOption",
     "Configuration",
     "ExecutionOptions",
-    "HeartbeatOptions",
     "PipelineOptions",
     "RpcOptions",
     "SparkOptions",
@@ -174,28 +173,6 @@ class RpcOptions:
         "rpc.lookup-timeout", "duration", 10.0,
         "Timeout for resolving a gateway at an address; shorter than the ask timeout so that "
         "a missing endpoint fails fast (seed 000).", minimum=0.001)
-    FRAMESIZE = _option(
-        "rpc.framesize", "size", 10485760,
-        "Largest message sent between processes, in bytes (seed 000).", minimum=1024)
-
-
-def _derived_interval(conf: Configuration) -> float:
-    return conf.get(RpcOptions.ASK_TIMEOUT) / 10.0
-
-
-def _derived_pause(conf: Configuration) -> float:
-    return conf.get(RpcOptions.ASK_TIMEOUT)
-
-
-class HeartbeatOptions:
-    """DeathWatch keys; defaults derive from the ask timeout as in seed 000."""
-
-    INTERVAL = _option("heartbeat.interval", "duration", _derived_interval,
-                       "Heartbeat interval (default rpc.ask-timeout / 10).", minimum=0.001)
-    PAUSE = _option("heartbeat.pause", "duration", _derived_pause,
-                    "Acceptable heartbeat pause (default rpc.ask-timeout).", minimum=0.001)
-    THRESHOLD = _option("heartbeat.threshold", "float", 12.0,
-                        "Phi threshold of the failure detector.", minimum=0.1)
 
 
 class ClusterOptions:
@@ -219,14 +196,6 @@ class ExecutionOptions:
     MAX_PARALLELISM = _option("pipeline.max-parallelism", "int", 128,
                               "Number of key groups (upper bound of a keyed operator's "
                               "parallelism).", minimum=1)
-    BUNDLE_MAX_RECORDS = _option("execution.bundle.max-records", "int", 1_000_000,
-                                 "Records after which a bundle closes.", minimum=1)
-    BUNDLE_MAX_TIME = _option("execution.bundle.max-time", "duration", 0.2,
-                              "Time after which a keyed subtask closes a bundle of inputs.",
-                              minimum=0.0)
-    BUNDLE_MAX_INPUTS = _option("execution.bundle.max-inputs", "int", 64,
-                                "Input bundles after which a keyed subtask closes its bundle.",
-                                minimum=1)
     STATE_COMPACTION_FILES = _option("state.compaction.max-files", "int", 32,
                                      "Keyed-state files after which they are compacted into one.",
                                      minimum=2)
@@ -259,7 +228,7 @@ class PipelineOptions:
 def all_options() -> list[ConfigOption[Any]]:
     """Every known option, sorted by key."""
     options = []
-    for holder in (RpcOptions, HeartbeatOptions, ClusterOptions, ExecutionOptions, SparkOptions,
+    for holder in (RpcOptions, ClusterOptions, ExecutionOptions, SparkOptions,
                    PipelineOptions):
         options += [v for v in vars(holder).values() if isinstance(v, ConfigOption)]
     return sorted(options, key=lambda o: o.key)

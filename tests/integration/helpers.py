@@ -6,6 +6,8 @@ import importlib.util
 import os
 import signal
 import subprocess
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -61,18 +63,48 @@ def assert_same_result(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
     assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
 
 
-def run_cli(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run ``millrace`` in its own process group; kill the group if it overruns."""
-    exe = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "millrace"
-    if not exe.exists():
-        exe = ROOT / ".venv" / "bin" / "millrace"
+@dataclass(frozen=True)
+class CliResult:
+    """Outcome of one ``millrace`` process.
+
+    Attributes:
+        leftover: ``ps`` lines of the processes of its group that outlived it (e.g. Spark's
+            JVM), empty if none did.
+    """
+
+    returncode: int
+    stdout: str
+    stderr: str
+    leftover: str
+
+
+def live_group_members(pgid: int) -> str:
+    """``ps`` lines of the live (not zombie) processes of process group ``pgid``."""
+    table = subprocess.run(["ps", "-eo", "pid=,pgid=,stat=,args="], capture_output=True,
+                           text=True, check=True).stdout
+    rows = [line.split(None, 3) for line in table.splitlines()]
+    return "\n".join(" ".join(r) for r in rows
+                     if len(r) >= 3 and r[1] == str(pgid) and not r[2].startswith("Z"))
+
+
+def run_cli(args: list[str], cwd: Path, timeout: float = 600) -> CliResult:
+    """Run ``millrace`` in its own process group; kill the group if it overruns or leaves
+    processes behind (reported in ``leftover``)."""
+    exe = ROOT / ".venv" / "bin" / "millrace"
     process = subprocess.Popen([str(exe), *args], cwd=cwd, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True,
                                env={**os.environ, "COLUMNS": "160"})
     try:
         out, err = process.communicate(timeout=timeout)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+    leftover = ""
+    for _ in range(20):  # up to 2 s for children to notice their parent is gone
+        leftover = live_group_members(process.pid)
+        if not leftover:
+            break
+        time.sleep(0.1)
+    if leftover:
+        os.killpg(process.pid, signal.SIGKILL)
+    return CliResult(process.returncode, out, err, leftover)

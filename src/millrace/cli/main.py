@@ -8,6 +8,7 @@ environment bound to it, shows progress, prints a summary and shuts everything d
 
 from __future__ import annotations
 
+import difflib
 import logging
 import runpy
 import sys
@@ -21,7 +22,7 @@ from rich.table import Table
 from millrace.api.operators import SinkOperator
 from millrace.api.stream_execution_environment import clear_context, set_context
 from millrace.cli.progress import ProgressExecutor
-from millrace.config import ClusterOptions, Configuration, PipelineOptions
+from millrace.config import ClusterOptions, Configuration, PipelineOptions, all_options
 from millrace.errors import ConfigError, JobExecutionError, MillraceError
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
@@ -45,6 +46,12 @@ def load_configuration(config_file: Path | None, dynamic: list[str]) -> Configur
     """
     conf = Configuration.from_yaml(config_file) if config_file else Configuration()
     conf = conf.with_overrides(Configuration.parse_dynamic_properties(dynamic))
+    known = {option.key for option in all_options()}
+    for key, value in conf.to_dict().items():
+        if key not in known and not key.startswith("spark."):
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "run `millrace config` for the list"
+            raise ConfigError(key, value, f"a known configuration key ({hint})")
     conf.validate()
     return conf
 
@@ -102,6 +109,22 @@ def run(
     console.print(f"wall time {total:.1f} s (Spark start {spark_seconds:.1f} s); "
                   f"log: {log_file}")
     raise typer.Exit(code)
+
+
+@app.command("config")
+def config_command() -> None:
+    """List every configuration key with its default and meaning."""
+    console = Console()
+    table = Table(title="Millrace configuration (-D key=value or --config FILE.yaml)")
+    table.add_column("key", no_wrap=True)
+    table.add_column("default", no_wrap=True)
+    table.add_column("description")
+    for option in all_options():
+        default = option.default
+        shown = "(derived)" if callable(default) else str(default)
+        table.add_row(option.key, shown, option.description)
+    console.print(table)
+    console.print("Any other spark.* key is passed to the SparkSession.")
 
 
 def _configure_logging(conf: Configuration) -> Path:

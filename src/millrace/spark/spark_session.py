@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from typing import Any
 
 from millrace.config import Configuration, SparkOptions
@@ -17,6 +18,8 @@ from millrace.config import Configuration, SparkOptions
 __all__ = ["create_spark_session", "stop_spark_session"]
 
 logger = logging.getLogger(__name__)
+
+_JVM_EXIT_TIMEOUT = 20  # seconds Spark's JVM gets to exit after its gateway closed
 
 _DEFAULTS = {
     "spark.ui.enabled": "false",
@@ -65,15 +68,28 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
 
 
 def stop_spark_session(spark: Any) -> None:
-    """Stop the session and shut the JVM gateway down, so no JVM outlives the cluster."""
+    """Stop the session, close the JVM gateway and wait for the JVM PySpark launched to exit
+    (killed after ``_JVM_EXIT_TIMEOUT`` s), so no JVM outlives the cluster."""
     from pyspark import SparkContext
 
     spark.stop()
     gateway = SparkContext._gateway
-    if gateway is not None:
-        try:
-            gateway.shutdown()
-        except Exception:
-            logger.debug("JVM gateway shutdown failed", exc_info=True)
-        SparkContext._gateway = None
-        SparkContext._jvm = None
+    if gateway is None:
+        return
+    process = getattr(gateway, "proc", None)  # the spark-submit JVM, if PySpark launched it
+    try:
+        gateway.shutdown()
+    except Exception:  # the JVM may be gone already
+        logger.debug("JVM gateway shutdown failed", exc_info=True)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if process is None:
+        return
+    if process.stdin is not None:
+        process.stdin.close()  # the gateway server exits on EOF of its stdin
+    try:
+        process.wait(timeout=_JVM_EXIT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        logger.warning("Spark's JVM did not exit within %d s; killing it", _JVM_EXIT_TIMEOUT)
+        process.kill()
+        process.wait()
