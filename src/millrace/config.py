@@ -196,6 +196,11 @@ class ExecutionOptions:
     MAX_PARALLELISM = _option("pipeline.max-parallelism", "int", 128,
                               "Number of key groups (upper bound of a keyed operator's "
                               "parallelism).", minimum=1)
+    BUNDLE_MAX_RECORDS = _option(
+        "execution.bundle.max-records", "int", 100_000,
+        "A source subtask takes input splits into one bundle (one Spark job) until their row "
+        "count from file statistics reaches this; a split of unknown size is a bundle alone.",
+        minimum=1)
     STATE_COMPACTION_FILES = _option("state.compaction.max-files", "int", 32,
                                      "Keyed-state files after which they are compacted into one.",
                                      minimum=2)

@@ -12,6 +12,7 @@ Malformed input never fails the job: a CSV row whose fields do not parse (PERMIS
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,38 +124,55 @@ class FileSource:
 
     # Task side ---------------------------------------------------------------------------------
 
-    def read(self, spark: Any, split: InputSplit, schema: Any = None) -> SplitRead:
-        """Read ``split`` (lazy: a DataFrame plan, nothing runs).
+    def read(self, spark: Any, splits: Sequence[InputSplit], schema: Any = None) -> SplitRead:
+        """Read ``splits`` as one DataFrame (lazy: a plan, nothing runs).
 
         Args:
             spark: The SparkSession.
-            split: The split.
-            schema: Schema of an earlier split's frame, to skip schema inference (Parquet), or
+            splits: One or more splits of this source.
+            schema: Schema of an earlier bundle's frame, to skip schema inference (Parquet), or
                 None.
+
+        Raises:
+            ValueError: If ``splits`` is empty.
         """
         from pyspark.sql import functions as F
 
+        if not splits:
+            raise ValueError("read() needs at least one split")
+        files = [s.path for s in splits if s.row_group is None]
         if self.format == "parquet":
-            if split.row_group is None:
+            frames = []
+            if files:
                 reader = spark.read if schema is None else spark.read.schema(schema)
-                frame = reader.parquet(split.path)
-            else:
-                import fsspec
-                import pyarrow.parquet as pq
-
-                with fsspec.open(split.path, "rb") as f:
-                    table = pq.ParquetFile(f).read_row_group(split.row_group)
-                frame = spark.createDataFrame(table)
+                frames.append(reader.parquet(*files))
+            groups = [s for s in splits if s.row_group is not None]
+            if groups:
+                frames.append(spark.createDataFrame(_read_row_groups(groups)))
+            frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
             return SplitRead(frame, None, None)
         if self.format == "text":
-            return SplitRead(spark.read.text(split.path), None, None)
+            return SplitRead(spark.read.text(files), None, None)
         schema = _with_corrupt_column(spark, self.schema)
         frame = (spark.read.schema(schema).options(**self.options)
                  .option("mode", "PERMISSIVE")
-                 .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).csv(split.path))
+                 .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).csv(files))
         fields = [F.col(f"`{name}`") for name in schema.fieldNames()]
         return SplitRead(frame, _csv_reason(schema, self.options.get("sep", ",")),
                          F.col(CORRUPT_COLUMN), F.max(F.xxhash64(*fields)))
+
+
+def _read_row_groups(splits: Sequence[InputSplit]) -> Any:
+    """The row groups of ``splits`` as one ``pyarrow.Table`` (read with pyarrow)."""
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = []
+    for split in splits:
+        with fsspec.open(split.path, "rb") as f:
+            tables.append(pq.ParquetFile(f).read_row_group(split.row_group))
+    return pa.concat_tables(tables)
 
 
 def _hidden(path: str, root: str) -> bool:

@@ -22,6 +22,7 @@ from millrace.api.operators import (
     SourceOperator,
     WindowAssignOperator,
 )
+from millrace.config import ExecutionOptions
 from millrace.errors import PipelineError
 from millrace.runtime.io.input_split import InputSplit
 from millrace.runtime.io.partition_events import MAX_WATERMARK, EndOfPartition, Watermark
@@ -44,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 _REASON = "__reason"
 _LATE = "__late"
+_ROWS = "__rows"
 
 
 class SourceStreamTask(SparkStreamTask):
@@ -56,42 +58,71 @@ class SourceStreamTask(SparkStreamTask):
             raise PipelineError("a source chain must start with a SourceOperator", env.task_name)
         tail = self.operators[-1]
         tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
-        self._schema: Any = None  # the first split's schema, reused: no footer read per split
+        self._schema: Any = None  # the first bundle's schema, reused: no footer read per bundle
+        self._max_records = env.configuration.get(ExecutionOptions.BUNDLE_MAX_RECORDS)
+        self._held: InputSplit | None = None
+        self._exhausted = False
         sequence = 0
-        while True:
-            env.check_cancelled()
-            reply = env.next_input_split(timeout=self.ask_timeout)
-            tracker.set_pending_bound(reply.watermark_bound_ms)
-            if reply.split is None:
-                break
-            split = reply.split
-            tracker.open_split(split.split_number, reply.watermark_bound_ms)
+        while bundle := self._next_bundle(tracker):
             self._emit_watermark(tracker.advance())
             started = time.perf_counter()
-            max_event_time = self._run_bundle(source_op, tail, split, sequence, tracker.emitted)
-            logger.info("%s: split %s read in %.3f s", env.task_name, split.describe(),
-                        time.perf_counter() - started)
-            tracker.on_records(split.split_number, max_event_time)
-            tracker.close_split(split.split_number)
+            self._run_bundle(source_op, tail, bundle, sequence, tracker.emitted)
+            for split in bundle:
+                tracker.close_split(split.split_number)
+            logger.info("%s: bundle %d (%d splits) in %.3f s", env.task_name, sequence,
+                        len(bundle), time.perf_counter() - started)
             self._emit_watermark(tracker.advance())
             sequence += 1
         if self.tdd.output_partition is not None:
             env.broadcast(Watermark(MAX_WATERMARK))
             env.broadcast(EndOfPartition())
 
+    def _next_bundle(self, tracker: SplitWatermarkTracker) -> list[InputSplit]:
+        """Splits for the next bundle: up to ``execution.bundle.max-records`` rows by their
+        statistics. Every split fetched opens in ``tracker`` at its watermark bound; one that
+        would overflow the bundle is held for the next."""
+        env = self.environment
+        bundle: list[InputSplit] = []
+        rows = 0
+        while True:
+            if self._held is not None:
+                split, self._held = self._held, None
+            elif self._exhausted:
+                return bundle
+            else:
+                env.check_cancelled()
+                reply = env.next_input_split(timeout=self.ask_timeout)
+                tracker.set_pending_bound(reply.watermark_bound_ms)
+                if reply.split is None:
+                    self._exhausted = True
+                    return bundle
+                split = reply.split
+                tracker.open_split(split.split_number, reply.watermark_bound_ms)
+            size = split.rows if split.rows is not None else self._max_records
+            if bundle and rows + size > self._max_records:
+                self._held = split
+                return bundle
+            bundle.append(split)
+            rows += size
+            if rows >= self._max_records:
+                return bundle
+
+    def _side_output_name(self, sequence: int) -> str:
+        return f"part-{self.tdd.job_id[:8]}-{self.tdd.subtask_index:05d}-{sequence:06d}"
+
     def _emit_watermark(self, watermark: int | None) -> None:
         if watermark is not None and self.tdd.output_partition is not None:
             self.environment.broadcast(Watermark(watermark))
 
-    def _run_bundle(self, source_op: SourceOperator, tail: Any, split: InputSplit,
-                    sequence: int, watermark: int) -> int | None:
-        """Run one bundle; return the largest event time read (epoch ms) or None."""
+    def _run_bundle(self, source_op: SourceOperator, tail: Any, splits: list[InputSplit],
+                    sequence: int, watermark: int) -> None:
+        """Run one bundle over ``splits`` with late records judged against ``watermark``."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         env = self.environment
         spark = self.spark
-        read = source_op.source.read(spark, split, self._schema)
+        read = source_op.source.read(spark, splits, self._schema)
         self._schema = read.frame.schema if self._schema is None else self._schema
         event_time = source_op.event_time
         reason = read.malformed_reason
@@ -103,8 +134,6 @@ class SourceStreamTask(SparkStreamTask):
         metrics = [F.count(F.lit(1)).alias("rows")]
         if reason is not None:
             metrics.append(F.count_if(F.col(_REASON).isNotNull()).alias("dead"))
-        if event_time is not None:
-            metrics.append(F.max(F.unix_micros(F.col(event_time))).alias("max_us"))
         if read.full_parse is not None:
             metrics.append(read.full_parse.alias("parsed"))
         observed_in = Observation(f"in-{sequence}")
@@ -113,22 +142,24 @@ class SourceStreamTask(SparkStreamTask):
             frame = frame.where(F.col(_REASON).isNull()).drop(_REASON, "_corrupt_record")
         frame = self.apply_transforms(frame, self.transforms)
 
-        observed_late: Observation | None = None
+        late = 0
         window = getattr(tail, "window", None)
         if isinstance(tail, LocalWindowAggregateOperator | WindowAssignOperator):
             if sequence == 0:
                 _require_column(frame, tail.event_time, env.task_name)
-            frame = frame.withColumn(WINDOW_START, window_start_us(tail.event_time, window))
-            late_base = frame.withColumn(_LATE, late_condition(window, watermark))
-            observed_late = Observation(f"late-{sequence}")
-            frame = (late_base.observe(observed_late, F.count_if(F.col(_LATE)).alias("late"))
-                     .where(~F.col(_LATE)).drop(_LATE))
             consumers = self.tdd.num_subpartitions
+            windowed = frame.select(
+                "*", window_start_us(tail.event_time, window).alias(WINDOW_START),
+                late_condition(window, watermark).alias(_LATE),
+                target_subtask(tail.keys, self.tdd.max_parallelism, consumers).alias(TARGET))
             if isinstance(tail, LocalWindowAggregateOperator):
-                frame = frame.groupBy(*tail.keys, WINDOW_START).agg(*tail.plan.partial_columns())
-            frame = frame.withColumn(
-                TARGET, target_subtask(tail.keys, self.tdd.max_parallelism, consumers))
-            table = _collect(frame, env.task_name)
+                # Late rows are kept apart by a grouping key, not a filter: one plan step less,
+                # and their count comes with the partials.
+                out = windowed.groupBy(*tail.keys, WINDOW_START, _LATE, TARGET).agg(
+                    *tail.plan.partial_columns(), F.count(F.lit(1)).alias(_ROWS))
+            else:
+                out = windowed.withColumn(_ROWS, F.lit(1))
+            table, late = _split_late(_collect(out, env.task_name))
             files = write_exchange_files(
                 table, env.working_dir / "exchange" / self.tdd.vertex_id,
                 f"{self.tdd.subtask_index:03d}-{sequence:06d}", consumers, window.size_ms)
@@ -148,16 +179,13 @@ class SourceStreamTask(SparkStreamTask):
         dead = int(counts.get("dead") or 0)
         if dead:
             env.metrics.dead_letters += dead
-            self._write_dead_letters(base, read.raw_record, split)
-        if observed_late is not None:
-            late = int(observed_late.get["late"] or 0)
-            if late:
-                env.metrics.late_records += late
-                self._write_late(late_base, window, watermark, split)
-        max_us = counts.get("max_us")
-        return None if max_us is None else int(max_us) // 1000
+            self._write_dead_letters(base, read.raw_record, splits, sequence)
+        if late:
+            env.metrics.late_records += late
+            self._write_late(windowed, window, watermark, splits, sequence)
 
-    def _write_dead_letters(self, base: Any, raw_record: Any, split: InputSplit) -> None:
+    def _write_dead_letters(self, base: Any, raw_record: Any, splits: list[InputSplit],
+                            sequence: int) -> None:
         from pyspark.sql import functions as F
 
         columns = [F.col(f"`{c}`") for c in base.columns if c not in (_REASON, "_corrupt_record")]
@@ -168,19 +196,23 @@ class SourceStreamTask(SparkStreamTask):
         env = self.environment
         write_side_output(bad, side_output_dir(env.configuration, self.tdd.job_name,
                                                "dead-letters"),
-                          split.describe(), self.tdd.subtask_index)
+                          _source_column(splits), self.tdd.subtask_index,
+                          self._side_output_name(sequence))
 
-    def _write_late(self, late_base: Any, window: Any, watermark: int, split: InputSplit) -> None:
+    def _write_late(self, windowed: Any, window: Any, watermark: int,
+                    splits: list[InputSplit], sequence: int) -> None:
         from pyspark.sql import functions as F
 
-        columns = [F.col(f"`{c}`") for c in late_base.columns if c not in (_LATE, WINDOW_START)]
-        late = late_base.where(F.col(_LATE)).select(
+        internal = (_LATE, WINDOW_START, TARGET)
+        columns = [F.col(f"`{c}`") for c in windowed.columns if c not in internal]
+        late = windowed.where(F.col(_LATE)).select(
             F.format_string("late: window ending at %d ms already fired at watermark %d ms",
                             window_end_ms(window), F.lit(watermark)).alias("reason"),
             F.to_json(F.struct(*columns)).alias("record"))
         env = self.environment
         write_side_output(late, side_output_dir(env.configuration, self.tdd.job_name, "late"),
-                          split.describe(), self.tdd.subtask_index)
+                          _source_column(splits), self.tdd.subtask_index,
+                          self._side_output_name(sequence))
 
 
 def _require_column(frame: Any, column: str, task_name: str) -> None:
@@ -195,6 +227,25 @@ def _collect(frame: Any, task_name: str) -> Any:
         return frame.toArrow()
     except Exception as error:
         raise PipelineError(f"Spark job failed: {_first_line(error)}", task_name) from error
+
+
+def _source_column(splits: list[InputSplit]) -> Any:
+    """Which file a row came from: Spark's input file name, else the bundle's splits."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.nullif(F.input_file_name(), F.lit("")),
+                      F.lit(", ".join(s.describe() for s in splits)))
+
+
+def _split_late(table: Any) -> tuple[Any, int]:
+    """Drop late rows (``__late``) from a bundle's Arrow table; return it and the number of late
+    input records (the sum of ``__rows`` over late rows)."""
+    import pyarrow.compute as pc
+
+    late_mask = table.column(_LATE)
+    late = pc.sum(table.filter(late_mask).column(_ROWS)).as_py() or 0
+    on_time = table.filter(pc.invert(late_mask)).drop_columns([_LATE, _ROWS])
+    return on_time, int(late)
 
 
 def _first_line(error: BaseException) -> str:

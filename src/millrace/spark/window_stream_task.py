@@ -54,10 +54,13 @@ class WindowStreamTask(SparkStreamTask):
         max_files = env.configuration.get(ExecutionOptions.STATE_COMPACTION_FILES)
         while not gate.finished:
             env.check_cancelled()
-            for _, event in gate.poll_next(poll_timeout):
-                if isinstance(event, DataBundle):
-                    self._files.append(event)
-                    env.metrics.records_in += event.rows
+            events = gate.poll_next(poll_timeout)
+            while events:  # take whatever else already arrived before deciding to fire
+                for _, event in events:
+                    if isinstance(event, DataBundle):
+                        self._files.append(event)
+                        env.metrics.records_in += event.rows
+                events = gate.poll_next(0) if not gate.finished else []
             if self._ready(gate.watermark):
                 self._fire(gate.watermark)
             elif len(self._files) > max_files:
