@@ -20,7 +20,8 @@ def spark() -> Iterator[Any]:
     """The SparkSession of the test process (started once, stopped with its JVM at the end)."""
     from millrace.spark.spark_session import create_spark_session, stop_spark_session
 
-    session = create_spark_session(Configuration(), app_name="millrace-tests")
+    session = create_spark_session(Configuration({"spark.master": "local[2]"}),
+                                   app_name="millrace-tests")
     yield session
     stop_spark_session(session)
 

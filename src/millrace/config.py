@@ -197,7 +197,7 @@ class ExecutionOptions:
                               "Number of key groups (upper bound of a keyed operator's "
                               "parallelism).", minimum=1)
     BUNDLE_MAX_RECORDS = _option(
-        "execution.bundle.max-records", "int", 100_000,
+        "execution.bundle.max-records", "int", 250_000,
         "A source subtask takes input splits into one bundle (one Spark job) until their row "
         "count from file statistics reaches this; a split of unknown size is a bundle alone.",
         minimum=1)

@@ -35,11 +35,13 @@ class SparkStreamTask(AbstractInvokable):
 
     @property
     def spark(self) -> Any:
-        """The SparkSession, with this thread's job group set on first use."""
+        """The SparkSession, with this thread's job group and FAIR pool set on first use."""
         if self._spark is None:
             self._spark = self.environment.spark
-            self._spark.sparkContext.setJobGroup(
-                self.tdd.attempt_id, self.tdd.task_name, interruptOnCancel=True)
+            context = self._spark.sparkContext
+            context.setJobGroup(self.tdd.attempt_id, self.tdd.task_name, interruptOnCancel=True)
+            # One FAIR pool per slot: tasks sharing a slot share its share of the cores.
+            context.setLocalProperty("spark.scheduler.pool", f"slot-{self.tdd.allocation_id}")
         return self._spark
 
     def apply_transforms(self, frame: Any, transforms: list[TransformOperator]) -> Any:

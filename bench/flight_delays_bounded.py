@@ -1,0 +1,89 @@
+"""Bounded flight delays: Millrace on the embedded cluster vs the same job as plain PySpark batch.
+
+One invocation, one SparkSession, same files and machine. Each contender runs once to warm the
+JVM, then ``--runs`` times alternately; the script prints the median wall time of each and the
+ratio Millrace / peer. Millrace's time is ``env.execute`` (cluster start, scheduling, every
+Spark job, commit, cluster stop); the peer's is read -> filter -> groupBy(carrier, 1-day window)
+-> write Parquet.
+
+Usage: ``.venv/bin/python bench/flight_delays_bounded.py [--runs 5] [--parallelism 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--input", default=str(ROOT / "data" / "flights"))
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from millrace import Configuration, StreamExecutionEnvironment
+    from millrace.spark.spark_session import create_spark_session, stop_spark_session
+
+    spec = importlib.util.spec_from_file_location("fd", ROOT / "examples" / "flight_delays.py")
+    assert spec and spec.loader
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    work = Path(tempfile.mkdtemp(prefix="millrace-bench-"))
+    conf = Configuration({"parallelism.default": args.parallelism,
+                          "io.tmp.dirs": str(work / "tmp"),
+                          "spark.sql.shuffle.partitions": 2})
+    started = time.perf_counter()
+    spark = create_spark_session(conf, app_name="bench-flight-delays")
+    spark_start = time.perf_counter() - started
+
+    def millrace_run() -> float:
+        env = StreamExecutionEnvironment(conf, spark)
+        example.build(env, args.input, str(work / "millrace-out"))
+        t0 = time.perf_counter()
+        env.execute("flight-delays")
+        return time.perf_counter() - t0
+
+    def spark_batch_run() -> float:
+        t0 = time.perf_counter()
+        flights = spark.read.parquet(args.input)
+        (flights.where(F.col("dep_delay").isNotNull())
+         .groupBy("carrier", F.window("time_hour", "1 day").alias("w"))
+         .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+         .select("carrier", F.col("w.start").alias("window_start"),
+                 F.col("w.end").alias("window_end"), "flights", "avg_dep_delay")
+         .write.mode("overwrite").parquet(str(work / "spark-out")))
+        return time.perf_counter() - t0
+
+    contenders = {"millrace": millrace_run, "spark batch": spark_batch_run}
+    for run in contenders.values():
+        run()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(args.runs):
+        for name, run in contenders.items():
+            times[name].append(run())
+    stop_spark_session(spark)
+    shutil.rmtree(work, ignore_errors=True)
+
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(f"flight delays, bounded, 336,776 events, parallelism {args.parallelism}, "
+          f"{args.runs} runs after warm-up (Spark start {spark_start:.1f} s, not counted)")
+    print(f"{'contender':<14}{'median s':>10}{'min s':>9}{'max s':>9}{'events/s':>11}")
+    for name, values in times.items():
+        print(f"{name:<14}{medians[name]:>10.2f}{min(values):>9.2f}{max(values):>9.2f}"
+              f"{336_776 / medians[name]:>11,.0f}")
+    ratio = medians["millrace"] / medians["spark batch"]
+    print(f"ratio millrace / spark batch (time): {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
