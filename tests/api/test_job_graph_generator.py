@@ -1,0 +1,105 @@
+"""Transformations -> JobGraph: operator chaining, the keyed exchange, invalid pipelines."""
+
+from __future__ import annotations
+
+import pytest
+
+from millrace import Configuration, FileSource, ParquetSink, StreamExecutionEnvironment, tumbling
+from millrace.api.job_graph_generator import SOURCE_TASK, WINDOW_TASK
+from millrace.api.operators import (
+    LocalWindowAggregateOperator,
+    SinkOperator,
+    SourceOperator,
+    TransformOperator,
+    WindowAggregateOperator,
+    WindowAssignOperator,
+)
+from millrace.errors import PipelineError
+from millrace.runtime.jobgraph import DistributionPattern
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+
+@pytest.fixture
+def env(spark):
+    return StreamExecutionEnvironment(Configuration({"parallelism.default": 3}), spark)
+
+
+def source(env):
+    return env.from_source(FileSource.parquet("in"), event_time="ts", name="src")
+
+
+def test_keyed_window_makes_two_chained_vertices_joined_by_a_hash_edge(env) -> None:
+    from pyspark.sql import functions as F
+
+    (source(env).transform(lambda df: df).key_by("k").window(tumbling("1 day"))
+     .agg(F.count("*").alias("n")).transform(lambda df: df).sink_to(ParquetSink("out")))
+    graph = env.get_job_graph("job")
+
+    first, second = graph.vertices
+    assert [type(op) for op in first.operators] == [
+        SourceOperator, TransformOperator, LocalWindowAggregateOperator]
+    assert [type(op) for op in second.operators] == [
+        WindowAggregateOperator, TransformOperator, SinkOperator]
+    assert (first.invokable, second.invokable) == (SOURCE_TASK, WINDOW_TASK)
+    assert first.is_source and not second.is_source
+    assert (first.parallelism, second.parallelism) == (3, 3)
+    (edge,) = graph.edges
+    assert (edge.source, edge.target) == (first.vertex_id, second.vertex_id)
+    assert edge.pattern is DistributionPattern.HASH and edge.key_columns == ("k",)
+    assert graph.slots_required() == 3
+
+
+def test_non_decomposable_aggregate_ships_records(env) -> None:
+    from pyspark.sql import functions as F
+
+    (source(env).key_by("k").window(tumbling("1 h"))
+     .agg(F.count_distinct("x").alias("d")).sink_to(ParquetSink("out")))
+    first, _ = env.get_job_graph("job").vertices
+    assert isinstance(first.operators[-1], WindowAssignOperator)
+
+
+def test_source_straight_into_a_sink_is_one_vertex(env) -> None:
+    source(env).transform(lambda df: df).sink_to(ParquetSink("out"))
+    (vertex,) = env.get_job_graph("job").vertices
+    assert [type(op) for op in vertex.operators] == [
+        SourceOperator, TransformOperator, SinkOperator]
+
+
+def test_no_sink_is_an_error(env) -> None:
+    source(env)
+    with pytest.raises(PipelineError, match="no sink"):
+        env.get_job_graph("job")
+
+
+def test_window_needs_event_time(env) -> None:
+    from pyspark.sql import functions as F
+
+    (env.from_source(FileSource.parquet("in")).key_by("k").window(tumbling("1 day"))
+     .agg(F.count("*").alias("n")).sink_to(ParquetSink("out")))
+    with pytest.raises(PipelineError, match="event_time"):
+        env.get_job_graph("job")
+
+
+def test_parallelism_change_without_key_by_is_an_error(env) -> None:
+    source(env).transform(lambda df: df).set_parallelism(1).sink_to(ParquetSink("out"))
+    with pytest.raises(PipelineError, match="only key_by"):
+        env.get_job_graph("job")
+
+
+def test_branching_is_rejected(env) -> None:
+    stream = source(env)
+    stream.sink_to(ParquetSink("a"))
+    stream.sink_to(ParquetSink("b"))
+    with pytest.raises(PipelineError, match="more than one downstream"):
+        env.get_job_graph("job")
+
+
+def test_api_rejects_bad_arguments(env) -> None:
+    stream = source(env)
+    with pytest.raises(TypeError):
+        stream.transform("not a function")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        stream.key_by()
+    with pytest.raises(ValueError):
+        stream.key_by("k").window(tumbling("1 day")).agg()
