@@ -3,7 +3,7 @@
 Each subtask writes its bundles as pending files under ``<path>/.pending/<job id>/``; when every
 task of the job FINISHED, the JobMaster commits them (``finalize_global``: rename into ``path``
 and write ``_SUCCESS``). A failed or cancelled job leaves no visible partial output (its pending
-files are removed when the next job starts). ``mode="overwrite"`` removes the previous output's
+files are removed by ``abort_global``). ``mode="overwrite"`` removes the previous output's
 files when the job starts (Flink's InitializeOnMaster / FinalizeOnMaster). File operations go
 through fsspec; bundles reach the files as Arrow tables (``DataFrame.toArrow``), never row by
 row.
@@ -49,11 +49,11 @@ class ParquetSink:
         return fsspec.core.url_to_fs(self.path)
 
     def initialize_global(self, job_id: str) -> None:
-        """JobMaster, before deployment: create the directory, clear stale pending files and,
-        in overwrite mode, the previous output. Blocking I/O."""
+        """JobMaster, before deployment: create the directory and, in overwrite mode, remove
+        the previous output. Blocking I/O."""
         fs, root = self._fs()
         fs.makedirs(root, exist_ok=True)
-        pending = posixpath.join(root, ".pending")
+        pending = posixpath.join(root, ".pending", job_id)
         if fs.exists(pending):
             fs.rm(pending, recursive=True)
         if self.mode == "overwrite":
@@ -61,6 +61,20 @@ class ParquetSink:
                 base = posixpath.basename(name)
                 if base.startswith("part-") or base == "_SUCCESS":
                     fs.rm(name)
+
+    def abort_global(self, job_id: str) -> None:
+        """JobMaster, when the job failed or was cancelled: drop its pending files."""
+        fs, root = self._fs()
+        self._remove_pending(fs, root, job_id)
+
+    @staticmethod
+    def _remove_pending(fs: Any, root: str, job_id: str) -> None:
+        pending = posixpath.join(root, ".pending")
+        directory = posixpath.join(pending, job_id)
+        if fs.exists(directory):
+            fs.rm(directory, recursive=True)
+        if fs.exists(pending) and not fs.ls(pending, detail=False):
+            fs.rm(pending, recursive=True)
 
     def write(self, table: Any, job_id: str, subtask: int, sequence: int) -> int:
         """Task thread: write an Arrow table as one pending file; returns its rows.
@@ -90,5 +104,5 @@ class ParquetSink:
         if fs.exists(directory):
             for name in sorted(fs.ls(directory, detail=False)):
                 fs.mv(name, posixpath.join(root, posixpath.basename(name)))
-            fs.rm(posixpath.join(root, ".pending"), recursive=True)
+        self._remove_pending(fs, root, job_id)
         fs.touch(posixpath.join(root, "_SUCCESS"))

@@ -57,6 +57,9 @@ class MiniCluster:
         self.dispatcher: Dispatcher | None = None
         self.task_executors: list[TaskExecutor] = []
         self._job_client: JobClient | None = None
+        self._closed = False
+        self._spark_lock = threading.Lock()  # close() and the spark-start thread
+        self._spark_stopped = False
 
     def start(self) -> MiniCluster:
         """Start Spark (in the background) and every endpoint; returns self."""
@@ -86,9 +89,13 @@ class MiniCluster:
             factory = self._spark_factory
             if factory is None:
                 from millrace.spark.spark_session import create_spark_session as factory
-            self._spark.set_result(factory(self.configuration))
+            session = factory(self.configuration)
         except BaseException as error:
             self._spark.set_exception(error)
+            return
+        self._spark.set_result(session)
+        if self._closed:  # closed while Spark was starting: stop it here
+            self._stop_spark()
 
     def spark(self) -> Any:
         """The shared SparkSession; blocks until it started. Raises what starting raised."""
@@ -107,18 +114,31 @@ class MiniCluster:
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop endpoints, I/O threads and (if started here) Spark and its JVM; idempotent."""
-        if self._rpc is not None:
-            error = self._rpc.close_async().exception(timeout=timeout)
-            if error is not None:
-                logger.warning("closing the RPC service: %s", error)
-            self._rpc = None
-        if self._io is not None:
-            self._io.shutdown(wait=True)
-            self._io = None
-        if self._given_spark is None and self._spark.done() and self._spark.exception() is None:
-            from millrace.spark.spark_session import stop_spark_session
+        self._closed = True
+        try:
+            if self._rpc is not None:
+                rpc, self._rpc = self._rpc, None
+                error = rpc.close_async().exception(timeout=timeout)
+                if error is not None:
+                    logger.warning("closing the RPC service: %s", error)
+        except TimeoutError:
+            logger.warning("endpoints did not stop within %.0f s; stopping the rest", timeout)
+        finally:
+            if self._io is not None:
+                self._io.shutdown(wait=False, cancel_futures=True)
+                self._io = None
+            self._stop_spark()
 
-            stop_spark_session(self._spark.result())
+    def _stop_spark(self) -> None:
+        """Stop the session this cluster started, once it is up (it may still be starting)."""
+        with self._spark_lock:
+            started_here = self._given_spark is None
+            ready = self._spark.done() and self._spark.exception() is None
+            if started_here and ready and not self._spark_stopped:
+                from millrace.spark.spark_session import stop_spark_session
+
+                self._spark_stopped = True
+                stop_spark_session(self._spark.result())
 
     def __enter__(self) -> MiniCluster:
         return self.start()

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
@@ -109,7 +110,12 @@ class WindowStreamTask(SparkStreamTask):
         self._fired = watermark
         done = [f for f in self._files if f.max_window_end_ms is not None
                 and f.max_window_end_ms - 1 <= watermark]
-        self._files = [f for f in self._files if f not in done]
+        # Windows of the kept files that end at or before the watermark have fired: their
+        # earliest unfired window ends no sooner than the window holding watermark + 1.
+        next_end = op.window.window_start_ms(watermark + 1) + op.window.size_ms
+        self._files = [
+            replace(f, min_window_end_ms=max(f.min_window_end_ms or next_end, next_end))
+            for f in self._files if f not in done]
         for f in done:
             _remove(f.path)
         logger.info("%s: fired at watermark %d: %d rows from %d files in %.3f s", env.task_name,
@@ -118,11 +124,15 @@ class WindowStreamTask(SparkStreamTask):
     def _compact(self) -> None:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
+        from pyspark.sql import functions as F
 
         op, env = self._op, self.environment
         frame = self._pending_frame()
         if op.plan.decomposable:
-            frame = frame.groupBy(*op.keys, WINDOW_START).agg(*op.plan.merge_columns())
+            merged = frame.groupBy(*op.keys, WINDOW_START).agg(*op.plan.merge_columns())
+            # Keep the partials' types (a sum of decimal sums would widen each compaction).
+            types = dict(frame.dtypes)
+            frame = merged.select(*[F.col(c).cast(types[c]) for c in merged.columns])
         table = _collect(frame, env.task_name)
         old = self._files
         self._files = []

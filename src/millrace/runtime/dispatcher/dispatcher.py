@@ -13,6 +13,7 @@ from concurrent.futures import Executor, Future
 from millrace.config import Configuration
 from millrace.errors import JobSubmissionError
 from millrace.rpc import RpcEndpoint, RpcService
+from millrace.rpc._futures import all_of
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobDetails, JobResult
@@ -137,14 +138,4 @@ class Dispatcher(RpcEndpoint, DispatcherGateway):
                     waiter.set_exception(JobSubmissionError("the Dispatcher stopped"))
         if not terminations:
             return None
-        done: Future[None] = Future()
-        remaining = [len(terminations)]
-
-        def one(_: Future[None]) -> None:
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                done.set_result(None)
-
-        for t in terminations:
-            t.add_done_callback(one)
-        return done
+        return all_of(terminations)

@@ -120,9 +120,14 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self.on_main_thread(self._io.submit(self._prepare), self._prepared)
 
     def on_stop(self) -> None:
-        if not self.result_future.done():
+        if self.result_future.done():
+            return
+        if self.execution_graph.status is JobStatus.FINISHED:  # the sink commit is running
+            self.execution_graph.status = JobStatus.FAILED
+            self._failure = "the JobMaster stopped while committing the sinks"
+        else:
             self._fail_job("the JobMaster stopped before the job ended")
-            self._complete()
+        self._complete()
 
     def _prepare(self) -> dict[JobVertexId, InputSplitAssigner]:
         """I/O executor: enumerate input splits, prepare sinks (Flink's InitializeOnMaster)."""
@@ -188,6 +193,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         connecting = self.rpc_service.connect(task_manager_address, TaskExecutorGateway)
 
         def connected(f: Future[TaskExecutorGateway]) -> None:
+            if self.execution_graph.status is not JobStatus.RUNNING:
+                reply.set_result([])  # the job ended meanwhile: the TaskExecutor frees them
+                return
             if f.exception() is not None:
                 self._pending_allocations.extend(o.allocation_id for o in wanted)
                 reply.set_exception(f.exception())  # type: ignore[arg-type]
@@ -281,10 +289,17 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             execution.metrics = state.metrics
         if execution.state is state.state or execution.state.is_terminal:
             return Acknowledge()
-        if (state.state is ExecutionState.CANCELED
-                and execution.state is not ExecutionState.CANCELING):
+        target = state.state
+        if execution.state is ExecutionState.CANCELING:
+            if not target.is_terminal:
+                return Acknowledge()  # a late INITIALIZING/RUNNING of a task being cancelled
+            if target is ExecutionState.FINISHED:
+                target = ExecutionState.CANCELED  # it ended before the cancel reached it
+        elif target is ExecutionState.CANCELED:
             execution.transition_to(ExecutionState.CANCELING)
-        execution.transition_to(state.state)
+        execution.transition_to(target)
+        state = TaskExecutionState(state.job_id, state.attempt_id, target, state.metrics,
+                                   state.error)
         if state.state is ExecutionState.FAILED:
             execution.failure = state.error or "unknown error"
             self._fail_job(f"{execution.vertex.task_name} failed: {execution.failure}")
@@ -351,7 +366,20 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 if sink is not None:
                     sink.finalize_global(self.job_graph.job_id)
 
+    def _abort_sinks(self) -> None:
+        """I/O executor: drop the pending output of a job that did not finish."""
+        for vertex in self.job_graph.vertices:
+            for op in vertex.operators:
+                sink = getattr(op, "sink", None)
+                if sink is not None:
+                    try:
+                        sink.abort_global(self.job_graph.job_id)
+                    except Exception:
+                        logger.exception("aborting %s failed", sink.describe())
+
     def _committed(self, committing: Future[None]) -> None:
+        if self.result_future.done():
+            return  # stopped meanwhile
         if committing.exception() is not None:
             self.execution_graph.status = JobStatus.FAILED
             self._failure = f"committing the sinks failed: {_describe(committing.exception())}"
@@ -369,17 +397,21 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         if self._resource_manager is not None:
             self._resource_manager.cancel_slot_requests(self.job_graph.job_id)
         self._io.submit(shutil.rmtree, self._working_dir, True)
+        graph = self.execution_graph
+        if graph.status is not JobStatus.FINISHED:
+            if not graph.status.is_globally_terminal:
+                graph.status = (JobStatus.CANCELED if graph.status is JobStatus.CANCELLING
+                                else JobStatus.FAILED)
+            self._io.submit(self._abort_sinks)
         details = self._details()
         duration = self._end - self._start
         result: JobResult
-        if self.execution_graph.status is JobStatus.FINISHED:
-            accumulators = {jv.name: jv.metrics() for jv in self.execution_graph.vertices}
+        if graph.status is JobStatus.FINISHED:
+            accumulators = {jv.name: jv.metrics() for jv in graph.vertices}
             result = JobResultSuccess(self.job_graph.job_id, duration, accumulators, details)
         else:
-            if self.execution_graph.status is JobStatus.RUNNING:
-                self.execution_graph.status = JobStatus.FAILED
-            result = JobResultFailure(self.job_graph.job_id, self.execution_graph.status,
-                                      duration, self._failure or "unknown", details)
+            result = JobResultFailure(self.job_graph.job_id, graph.status, duration,
+                                      self._failure or "unknown", details)
         logger.info("job %s %s in %.2f s", self.job_graph.name,
                     self.execution_graph.status.name, duration)
         self.result_future.set_result(result)

@@ -12,6 +12,7 @@ endpoint state lives on the main thread.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -61,6 +62,7 @@ __all__ = ["TaskExecutor"]
 logger = logging.getLogger(__name__)
 
 _REGISTRATION_BACKOFF = (0.05, 2.0)  # seconds: first retry, cap (doubling)
+_TASK_STOP_TIMEOUT = 10.0  # seconds all tasks together get to stop when the TaskExecutor stops
 
 
 class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
@@ -111,9 +113,11 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
     def on_stop(self) -> None:
         for task in list(self._tasks.values()):
             task.cancel()
+        deadline = time.monotonic() + _TASK_STOP_TIMEOUT
         for task in list(self._tasks.values()):
-            if not task.join(timeout=10):
-                logger.warning("task %s did not stop within 10 s", task.tdd.task_name)
+            if not task.join(timeout=max(0.0, deadline - time.monotonic())):
+                logger.warning("task %s did not stop within %.0f s", task.tdd.task_name,
+                               _TASK_STOP_TIMEOUT)
         for partition in self._partitions.values():
             partition.release(lambda f: f.done() or f.set_exception(
                 PartitionNotFoundError("released: TaskManager stopped")))

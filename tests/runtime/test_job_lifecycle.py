@@ -1,0 +1,149 @@
+"""Job life cycle on a MiniCluster without Spark: tasks are plain invokables defined here.
+
+Covers success, a failure racing a finishing subtask, user cancellation, the slot request
+timeout, and lazy deployment of consumers via ScheduleOrUpdateConsumers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from millrace.config import Configuration
+from millrace.runtime.executiongraph import JobStatus
+from millrace.runtime.io.partition_events import EndOfPartition, Watermark
+from millrace.runtime.job_result import JobResultFailure, JobResultSuccess
+from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
+from millrace.runtime.minicluster import MiniCluster
+from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
+
+WAIT = 10.0
+HERE = __name__
+BARRIER = threading.Barrier(2)
+RELEASE = threading.Event()
+
+
+class Succeeds(AbstractInvokable):
+    def invoke(self) -> None:
+        self.environment.metrics.records_in += 1
+
+
+class OneFailsAsTheOtherFinishes(AbstractInvokable):
+    def invoke(self) -> None:
+        BARRIER.wait(WAIT)
+        if self.environment.subtask_index == 0:
+            raise RuntimeError("boom")
+
+
+class WaitsForCancel(AbstractInvokable):
+    def invoke(self) -> None:
+        while True:
+            self.environment.check_cancelled()
+            time.sleep(0.01)
+
+
+class ProducesOnRelease(AbstractInvokable):
+    def invoke(self) -> None:
+        assert RELEASE.wait(WAIT)
+        self.environment.broadcast(Watermark(1))
+        self.environment.broadcast(EndOfPartition())
+
+
+class Consumes(AbstractInvokable):
+    def invoke(self) -> None:
+        gate = self.environment.input_gate
+        assert gate is not None
+        while not gate.finished:
+            for _ in gate.poll_next(1.0):
+                self.environment.metrics.records_in += 1
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[MiniCluster]:
+    conf = Configuration({"io.tmp.dirs": str(tmp_path), "slot.request.timeout": "1 s"})
+    with MiniCluster(conf, spark_session=object()) as mc:
+        yield mc
+
+
+def vertex(name: str, parallelism: int, invokable: str, source: bool = True) -> JobVertex:
+    return JobVertex(name, parallelism, f"{HERE}:{invokable}", is_source=source)
+
+
+def run(cluster: MiniCluster, graph: JobGraph):
+    return cluster.job_client.submit_job_wait(graph).result(WAIT)
+
+
+def free_slots(cluster: MiniCluster) -> int:
+    assert cluster.resource_manager is not None
+    rm = cluster.resource_manager
+    return sum(i.slots_free for i in rm.call_async(rm.request_task_manager_infos).result(WAIT))
+
+
+def wait_until(predicate) -> None:
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def test_successful_job_reports_accumulators_and_frees_its_slots(cluster) -> None:
+    result = run(cluster, JobGraph("ok", [vertex("v", 3, "Succeeds")], []))
+    assert isinstance(result, JobResultSuccess)
+    assert result.accumulators["v"].records_in == 3
+    assert result.details.vertices[0].states == {"FINISHED": 3}
+    wait_until(lambda: free_slots(cluster) == 4)
+
+
+def test_failure_racing_a_finishing_subtask_always_ends_the_job(cluster) -> None:
+    for i in range(20):
+        BARRIER.reset()
+        graph = JobGraph(f"race-{i}", [vertex("v", 2, "OneFailsAsTheOtherFinishes")], [])
+        result = run(cluster, graph)
+        assert isinstance(result, JobResultFailure)
+        assert result.status is JobStatus.FAILED
+        assert "boom" in result.root_cause
+    wait_until(lambda: free_slots(cluster) == 4)
+
+
+def test_cancel_ends_the_job_canceled(cluster) -> None:
+    graph = JobGraph("cancel", [vertex("v", 2, "WaitsForCancel")], [])
+    waiting = cluster.job_client.submit_job_wait(graph)
+    wait_until(lambda: cluster.job_client.request_job_details(graph.job_id).result(WAIT)
+               .vertices[0].states.get("RUNNING") == 2)
+    cluster.job_client.cancel_job(graph.job_id).result(WAIT)
+    result = waiting.result(WAIT)
+    assert isinstance(result, JobResultFailure)
+    assert result.status is JobStatus.CANCELED
+    assert result.details.vertices[0].states == {"CANCELED": 2}
+
+
+def test_too_few_slots_fail_after_the_slot_request_timeout(cluster) -> None:
+    result = run(cluster, JobGraph("big", [vertex("v", 5, "Succeeds")], []))
+    assert isinstance(result, JobResultFailure)
+    assert "could not obtain 5 slots" in result.root_cause
+    assert "slot.request.timeout" in result.root_cause
+    wait_until(lambda: free_slots(cluster) == 4)
+
+
+def test_consumers_are_deployed_when_producers_emit(cluster) -> None:
+    RELEASE.clear()
+    producer = vertex("producer", 2, "ProducesOnRelease")
+    consumer = vertex("consumer", 2, "Consumes", source=False)
+    graph = JobGraph("lazy", [producer, consumer], [
+        JobEdge(producer.vertex_id, consumer.vertex_id, DistributionPattern.HASH, ("k",))])
+    waiting = cluster.job_client.submit_job_wait(graph)
+
+    def states(i: int) -> dict[str, int]:
+        details = cluster.job_client.request_job_details(graph.job_id).result(WAIT)
+        return details.vertices[i].states
+
+    wait_until(lambda: states(0).get("RUNNING") == 2)
+    time.sleep(0.2)
+    assert states(1) == {"CREATED": 2}, "consumers must wait for their producers' first event"
+    RELEASE.set()
+    result = waiting.result(WAIT)
+    assert isinstance(result, JobResultSuccess)
+    assert result.accumulators["consumer"].records_in == 2 * 2 * 2  # 2 events x 2 channels
