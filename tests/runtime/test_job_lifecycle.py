@@ -147,3 +147,15 @@ def test_consumers_are_deployed_when_producers_emit(cluster) -> None:
     result = waiting.result(WAIT)
     assert isinstance(result, JobResultSuccess)
     assert result.accumulators["consumer"].records_in == 2 * 2 * 2  # 2 events x 2 channels
+
+
+def test_detached_submission_returns_the_job_id_at_once(cluster) -> None:
+    RELEASE.clear()
+    graph = JobGraph("detached", [vertex("v", 1, "ProducesOnRelease")], [])
+    job_id = cluster.job_client.submit_job_detached(graph).result(WAIT)
+    assert job_id == graph.job_id
+    details = cluster.job_client.request_job_details(job_id).result(WAIT)
+    assert details.status is JobStatus.RUNNING
+    RELEASE.set()
+    wait_until(lambda: cluster.job_client.request_job_details(job_id).result(WAIT).status
+               is JobStatus.FINISHED)

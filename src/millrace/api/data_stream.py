@@ -131,7 +131,7 @@ class WindowedStream:
         if not aggregates:
             raise ValueError("agg() takes one or more Spark aggregate columns, e.g. F.count('*')")
         keys = self._key_by.keys
-        name = f"Window({self._window.size_ms} ms) agg by {', '.join(keys)}"
+        name = f"{self._window} by {', '.join(keys)}"
         t = WindowAggregateTransformation(
             name, self._key_by, keys=keys, window=self._window, aggregates=tuple(aggregates)
         )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from millrace.config import parse_duration
 
-__all__ = ["TumblingEventTimeWindows", "tumbling"]
+__all__ = ["TumblingEventTimeWindows", "format_duration_ms", "tumbling"]
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,21 @@ class TumblingEventTimeWindows:
         if not 0 <= self.offset_ms < self.size_ms:
             raise ValueError(f"window offset must be in [0, size), got {self.offset_ms}")
 
+    def __str__(self) -> str:
+        offset = f", offset {format_duration_ms(self.offset_ms)}" if self.offset_ms else ""
+        return f"TumblingEventTimeWindows({format_duration_ms(self.size_ms)}{offset})"
+
     def window_start_ms(self, timestamp_ms: int) -> int:
         """Start of the window holding ``timestamp_ms`` (Flink's getWindowStartWithOffset)."""
         return timestamp_ms - (timestamp_ms - self.offset_ms) % self.size_ms
+
+
+def format_duration_ms(duration_ms: int) -> str:
+    """``86400000`` -> ``1 d``; the largest unit that divides the duration exactly."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if duration_ms and duration_ms % size == 0:
+            return f"{duration_ms // size} {unit}"
+    return f"{duration_ms} ms"
 
 
 def tumbling(size: str | float, offset: str | float = 0) -> TumblingEventTimeWindows:

@@ -147,16 +147,16 @@ def _print_summary(console: Console, job_graph, result, conf: Configuration) -> 
         console.print(f"[red]{job_graph.name} {result.status.name}[/] after "
                       f"{result.duration:.1f} s: {result.root_cause}")
         return
-    table = Table(title=f"{job_graph.name} FINISHED in {result.duration:.1f} s")
-    for column in ("vertex", "parallelism", "records in", "records out", "dead letters",
-                   "late", "Spark jobs"):
-        table.add_column(column, justify="left" if column == "vertex" else "right")
-    for vertex, details in zip(job_graph.vertices, result.details.vertices, strict=True):
+    console.print(f"[bold green]{job_graph.name} FINISHED[/] in {result.duration:.1f} s "
+                  f"(job {job_graph.job_id})")
+    for i, (vertex, details) in enumerate(
+            zip(job_graph.vertices, result.details.vertices, strict=True), start=1):
         m = result.accumulators[details.name]
-        table.add_row(vertex.name, str(vertex.parallelism), f"{m.records_in:,}",
-                      f"{m.records_out:,}", f"{m.dead_letters:,}", f"{m.late_records:,}",
-                      f"{m.bundles:,}")
-    console.print(table)
+        console.print(f"  [{i}] {vertex.name.replace(' -> ', ' → ')} (parallelism "
+                      f"{vertex.parallelism})", highlight=False, markup=False)
+        console.print(f"      records in {m.records_in:,}, out {m.records_out:,}; dead letters "
+                      f"{m.dead_letters:,}, late {m.late_records:,}; Spark jobs {m.bundles:,}",
+                      highlight=False)
     for vertex in job_graph.vertices:
         for op in vertex.operators:
             if isinstance(op, SinkOperator):

@@ -62,7 +62,8 @@ class ProgressExecutor:
     @staticmethod
     def _show(progress: Progress, bar: int, details: JobDetails) -> None:
         states = "  ".join(
-            f"{v.name.split(' -> ')[0]}: " + ",".join(f"{n} {s}" for s, n in v.states.items())
+            f"{v.name.split(' -> ')[0].split(' by ')[0]}: "
+            + ",".join(f"{n} {s}" for s, n in v.states.items())
             for v in details.vertices)
         progress.update(bar, total=details.splits_total or None,
                         completed=details.splits_assigned,
