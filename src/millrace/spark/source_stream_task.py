@@ -23,6 +23,7 @@ from millrace.api.operators import (
     WindowAssignOperator,
 )
 from millrace.config import ExecutionOptions
+from millrace.connectors.file_source import CORRUPT_COLUMN
 from millrace.errors import PipelineError
 from millrace.runtime.io.input_split import InputSplit
 from millrace.runtime.io.partition_events import MAX_WATERMARK, EndOfPartition, Watermark
@@ -43,7 +44,6 @@ __all__ = ["SourceStreamTask"]
 
 logger = logging.getLogger(__name__)
 
-_REASON = "__reason"
 _LATE = "__late"
 _ROWS = "__rows"
 
@@ -130,16 +130,18 @@ class SourceStreamTask(SparkStreamTask):
             null_time = F.when(F.col(event_time).isNull(),
                                F.lit(f"event time column {event_time!r} is null"))
             reason = null_time if reason is None else F.coalesce(reason, null_time)
-        base = read.frame if reason is None else read.frame.withColumn(_REASON, reason)
+        base = read.frame
         metrics = [F.count(F.lit(1)).alias("rows")]
         if reason is not None:
-            metrics.append(F.count_if(F.col(_REASON).isNotNull()).alias("dead"))
+            metrics.append(F.count_if(reason.isNotNull()).alias("dead"))
         if read.full_parse is not None:
             metrics.append(read.full_parse.alias("parsed"))
         observed_in = Observation(f"in-{sequence}")
-        frame = base.observe(observed_in, *metrics)
+        frame = base.observe(observed_in, *metrics)  # same Spark job as the bundle
         if reason is not None:
-            frame = frame.where(F.col(_REASON).isNull()).drop(_REASON, "_corrupt_record")
+            frame = frame.where(reason.isNull())
+        if read.raw_record is not None:
+            frame = frame.drop(CORRUPT_COLUMN)
         frame = self.apply_transforms(frame, self.transforms)
 
         late = 0
@@ -179,20 +181,20 @@ class SourceStreamTask(SparkStreamTask):
         dead = int(counts.get("dead") or 0)
         if dead:
             env.metrics.dead_letters += dead
-            self._write_dead_letters(base, read.raw_record, splits, sequence)
+            self._write_dead_letters(base, reason, read.raw_record, splits, sequence)
         if late:
             env.metrics.late_records += late
             self._write_late(windowed, window, watermark, splits, sequence)
 
-    def _write_dead_letters(self, base: Any, raw_record: Any, splits: list[InputSplit],
-                            sequence: int) -> None:
+    def _write_dead_letters(self, base: Any, reason: Any, raw_record: Any,
+                            splits: list[InputSplit], sequence: int) -> None:
         from pyspark.sql import functions as F
 
-        columns = [F.col(f"`{c}`") for c in base.columns if c not in (_REASON, "_corrupt_record")]
+        columns = [F.col(f"`{c}`") for c in base.columns if c != CORRUPT_COLUMN]
         as_json = F.to_json(F.struct(*columns))
         record = as_json if raw_record is None else F.coalesce(raw_record, as_json)
-        bad = base.where(F.col(_REASON).isNotNull()).select(
-            F.col(_REASON).alias("reason"), record.alias("record"))
+        bad = base.select(reason.alias("reason"), record.alias("record")).where(
+            F.col("reason").isNotNull())
         env = self.environment
         write_side_output(bad, side_output_dir(env.configuration, self.tdd.job_name,
                                                "dead-letters"),
