@@ -18,6 +18,7 @@ import time
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from millrace.config import ClusterOptions, Configuration
 from millrace.errors import SlotAllocationError
@@ -138,9 +139,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 if source is not None:
                     splits = source.create_input_splits(getattr(op, "event_time", None))
                     assigners[vertex.vertex_id] = InputSplitAssigner(splits)
-                sink = getattr(op, "sink", None)
-                if sink is not None:
-                    sink.initialize_global(self.job_graph.job_id)
+        for sink in self._sinks():
+            sink.initialize_global(self.job_graph.job_id)
         return assigners
 
     def _prepared(self, preparing: Future[dict[JobVertexId, InputSplitAssigner]]) -> None:
@@ -359,23 +359,23 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                                  else JobStatus.FAILED)
             self._complete()
 
+    def _sinks(self) -> list[Any]:
+        """The sink connectors of the job's operators."""
+        return [op.sink for vertex in self.job_graph.vertices for op in vertex.operators
+                if getattr(op, "sink", None) is not None]
+
     def _commit_sinks(self) -> None:
-        for vertex in self.job_graph.vertices:
-            for op in vertex.operators:
-                sink = getattr(op, "sink", None)
-                if sink is not None:
-                    sink.finalize_global(self.job_graph.job_id)
+        """I/O executor: make the output of a finished job visible (FinalizeOnMaster)."""
+        for sink in self._sinks():
+            sink.finalize_global(self.job_graph.job_id)
 
     def _abort_sinks(self) -> None:
         """I/O executor: drop the pending output of a job that did not finish."""
-        for vertex in self.job_graph.vertices:
-            for op in vertex.operators:
-                sink = getattr(op, "sink", None)
-                if sink is not None:
-                    try:
-                        sink.abort_global(self.job_graph.job_id)
-                    except Exception:
-                        logger.exception("aborting %s failed", sink.describe())
+        for sink in self._sinks():
+            try:
+                sink.abort_global(self.job_graph.job_id)
+            except Exception:
+                logger.exception("aborting %s failed", sink.describe())
 
     def _committed(self, committing: Future[None]) -> None:
         if self.result_future.done():
