@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from millrace.config import Configuration, SparkOptions
@@ -21,6 +22,8 @@ logger = logging.getLogger(__name__)
 
 _JVM_EXIT_TIMEOUT = 20  # seconds Spark's JVM gets to exit after its gateway closed
 
+_LOG4J = Path(__file__).with_name("log4j2.properties").as_uri()
+
 _DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -28,7 +31,7 @@ _DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.scheduler.mode": "FAIR",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_LOG4J}",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
     # A CSV row is malformed by the whole declared schema, not just the columns a query reads:
