@@ -1,0 +1,1 @@
+"""Pieces of the TCP transport (issue 3): length-prefixed framing so far."""

@@ -1,0 +1,74 @@
+"""The registry of control-plane messages that may cross process boundaries (seed 000, 004).
+
+Type ids are part of the wire format: never reuse or renumber one; add new messages at the
+end. ``TaskDeploymentDescriptor`` is not here: its operators are user code and travel in the
+job artifact, referenced by id.
+"""
+
+from __future__ import annotations
+
+from millrace.rpc.message_codec import MessageCodec
+from millrace.runtime.deployment import (
+    Acknowledge,
+    InputChannelDescriptor,
+    SlotOffer,
+    TaskExecutionState,
+    TaskOperationResult,
+)
+from millrace.runtime.executiongraph import ExecutionState, IOMetrics, JobStatus
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit
+from millrace.runtime.io.partition_events import (
+    DataBundle,
+    EndOfPartition,
+    PartitionEvents,
+    Watermark,
+)
+from millrace.runtime.job_result import (
+    JobDetails,
+    JobResultFailure,
+    JobResultSuccess,
+    VertexDetails,
+)
+from millrace.runtime.registration import (
+    AcknowledgeRegistration,
+    AlreadyRegistered,
+    RefuseRegistration,
+    RegisterTaskManager,
+)
+from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
+
+__all__ = ["CONTROL_MESSAGES", "control_message_codec"]
+
+CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
+    (1, Acknowledge),
+    (2, RegisterTaskManager),
+    (3, AcknowledgeRegistration),
+    (4, AlreadyRegistered),
+    (5, RefuseRegistration),
+    (6, SlotOffer),
+    (7, InputChannelDescriptor),
+    (8, TaskOperationResult),
+    (9, ExecutionState),
+    (10, IOMetrics),
+    (11, TaskExecutionState),
+    (12, InputSplit),
+    (13, NextInputSplit),
+    (14, DataBundle),
+    (15, Watermark),
+    (16, EndOfPartition),
+    (17, PartitionEvents),
+    (18, JobStatus),
+    (19, VertexDetails),
+    (20, JobDetails),
+    (21, JobResultSuccess),
+    (22, JobResultFailure),
+    (23, TaskManagerInfo),
+)
+
+
+def control_message_codec() -> MessageCodec:
+    """A codec knowing every control message."""
+    codec = MessageCodec()
+    for type_id, cls in CONTROL_MESSAGES:
+        codec.register(type_id, cls)
+    return codec

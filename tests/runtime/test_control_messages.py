@@ -1,0 +1,76 @@
+"""Every registered control message survives the codec unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from millrace.runtime.control_messages import CONTROL_MESSAGES, control_message_codec
+from millrace.runtime.deployment import (
+    Acknowledge,
+    InputChannelDescriptor,
+    SlotOffer,
+    TaskExecutionState,
+    TaskOperationResult,
+)
+from millrace.runtime.executiongraph import ExecutionState, IOMetrics, JobStatus
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit
+from millrace.runtime.io.partition_events import (
+    MAX_WATERMARK,
+    MIN_WATERMARK,
+    DataBundle,
+    EndOfPartition,
+    PartitionEvents,
+    Watermark,
+)
+from millrace.runtime.job_result import (
+    JobDetails,
+    JobResultFailure,
+    JobResultSuccess,
+    VertexDetails,
+)
+from millrace.runtime.registration import (
+    AcknowledgeRegistration,
+    AlreadyRegistered,
+    RefuseRegistration,
+    RegisterTaskManager,
+)
+from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
+
+METRICS = IOMetrics(336_776, 5_430, 1, 0, 2)
+DETAILS = JobDetails("job", "flight-delays", JobStatus.FINISHED, 1.7e9, 8.5,
+                     [VertexDetails("flights", 2, {"FINISHED": 2}, METRICS)], 12, 12)
+SAMPLES = [
+    Acknowledge(),
+    RegisterTaskManager("tm-1", "tcp://127.0.0.1:6123/taskmanager-1", 2),
+    AcknowledgeRegistration("reg", "rm"),
+    AlreadyRegistered("reg", "rm"),
+    RefuseRegistration("protocol version 99 is not supported"),
+    SlotOffer("alloc", 1),
+    InputChannelDescriptor("partition", 0, "tcp://127.0.0.1:6124/tm", 1),
+    TaskOperationResult("attempt", False, "no such task"),
+    ExecutionState.CANCELING,
+    METRICS,
+    TaskExecutionState("job", "attempt", ExecutionState.FAILED, METRICS, "boom"),
+    InputSplit(3, "file:///data/flights-2013-03.parquet", None, 1_362_096_000_000, 28_834),
+    NextInputSplit(InputSplit(0, "f", 2, None, None), MIN_WATERMARK, 12, 1),
+    DataBundle("/x/000-to001.parquet", 120, 1_357_084_800_000, 1_359_676_800_000),
+    Watermark(MAX_WATERMARK),
+    EndOfPartition(),
+    PartitionEvents(4, (DataBundle("p", 1), Watermark(5), EndOfPartition())),
+    JobStatus.RUNNING,
+    DETAILS.vertices[0],
+    DETAILS,
+    JobResultSuccess("job", 8.5, {"flights": METRICS}, DETAILS),
+    JobResultFailure("job", JobStatus.FAILED, 1.0, "RuntimeError: boom", DETAILS),
+    TaskManagerInfo("tm-1", "tcp://127.0.0.1:6124/tm", 2, 1),
+]
+
+
+def test_every_registered_message_has_a_sample() -> None:
+    assert {type(s) for s in SAMPLES} == {cls for _, cls in CONTROL_MESSAGES}
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=lambda m: type(m).__name__)
+def test_message_round_trips(message) -> None:
+    codec = control_message_codec()
+    assert codec.decode(codec.encode(message)) == message
