@@ -216,3 +216,21 @@ class PartitionNotFoundError(RpcError):
     def __init__(self, partition_id: str) -> None:
         self.partition_id = partition_id
         super().__init__(f"result partition {partition_id} not found (released or never made)")
+
+
+class RemoteRpcError(RpcError):
+    """An error raised by a remote endpoint whose class may not be rebuilt here.
+
+    Attributes:
+        remote_type: Qualified name of the remote exception class.
+        remote_message: Its message.
+    """
+
+    def __init__(self, remote_type: str, remote_message: str) -> None:
+        self.remote_type = remote_type
+        self.remote_message = remote_message
+        super().__init__(f"{remote_type}: {remote_message}")
+
+
+class AuthenticationError(RpcError):
+    """A peer failed to prove the cluster secret; the connection was closed."""

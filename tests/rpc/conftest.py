@@ -9,6 +9,8 @@ import pytest
 from millrace.clock import Clock, ManualClock
 from millrace.config import Configuration
 from millrace.rpc import LocalRpcService, RpcService
+from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.runtime.control_messages import control_message_codec
 
 RpcServiceFactory = Callable[..., RpcService]
 
@@ -17,8 +19,16 @@ def _local(clock: Clock | None, configuration: Configuration | None) -> RpcServi
     return LocalRpcService("test", configuration=configuration, clock=clock)
 
 
+def _tcp(clock: Clock | None, configuration: Configuration | None) -> RpcService:
+    return TcpRpcService("test", secret=SECRET, codec=control_message_codec(),
+                         configuration=configuration, clock=clock)
+
+
+SECRET = b"test-cluster-secret-0123456789"
+
 TRANSPORTS: dict[str, Callable[[Clock | None, Configuration | None], RpcService]] = {
     "local": _local,
+    "tcp": _tcp,
 }
 
 

@@ -150,8 +150,8 @@ def test_proxy_exposes_address_and_fencing_token(
 def test_tell_is_delivered_and_returns_none(slow: tuple[SlowEndpoint, SlowGateway]) -> None:
     endpoint, gateway = slow
     assert gateway.note("hello") is None
-    endpoint.call_async(lambda: None).result(timeout=WAIT)
-    assert endpoint.notes == ["hello"]
+    assert gateway.answer().result(timeout=WAIT) == 42  # FIFO per sender: the tell came first
+    assert endpoint.call_async(lambda: list(endpoint.notes)).result(timeout=WAIT) == ["hello"]
 
 
 class NotAGateway(Protocol):

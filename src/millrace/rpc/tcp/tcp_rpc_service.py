@@ -1,0 +1,359 @@
+"""TcpRpcService: the RpcService over TCP between processes (issue 3; seed 000, 004).
+
+Endpoints are hosted exactly as by LocalRpcService (same mailbox, registry and lookup
+semantics); what differs is how a gateway reaches them. Addresses are
+``tcp://<host>:<port>/<endpoint id>``. ``connect`` opens (or reuses) one authenticated
+connection per remote service, resolves the endpoint id to a compact number (waiting up to
+``rpc.lookup-timeout`` on the remote side for the endpoint to start), and returns a proxy whose
+calls are encoded with the control-message codec: a call whose message exceeds
+``rpc.framesize`` fails alone with FrameSizeError and nothing is sent.
+
+Threading:
+    Any thread; network I/O runs on one event-loop thread per service (``<name>-io``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from millrace.clock import Clock
+from millrace.config import Configuration
+from millrace.errors import AuthenticationError, RecipientUnreachableError
+from millrace.rpc._futures import complete, fail, transfer
+from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
+from millrace.rpc.local_rpc_service import LocalRpcService, _PendingLookup
+from millrace.rpc.message_codec import MessageCodec
+from millrace.rpc.rpc_gateway import RpcGateway
+from millrace.rpc.rpc_invocation import RpcInvocation
+from millrace.rpc.tcp.connection import (
+    CALL,
+    FOUND,
+    LOOKUP,
+    REPLY,
+    Connection,
+    handshake_accept,
+    handshake_connect,
+)
+from millrace.rpc.tcp.remote_errors import error_to_wire
+
+if TYPE_CHECKING:
+    from millrace.rpc.rpc_endpoint import RpcEndpoint
+
+__all__ = ["TcpRpcService"]
+
+logger = logging.getLogger(__name__)
+
+G = TypeVar("G", bound=RpcGateway)
+SCHEME = "tcp"
+
+
+class TcpRpcService(LocalRpcService):
+    """Hosts endpoints and connects gateways over authenticated TCP connections.
+
+    Args:
+        name: Service name (thread names, logs).
+        secret: The cluster secret every connection must prove (HMAC-SHA256 challenge).
+        codec: Codec of every message; it must know every argument and result type.
+        configuration: ``rpc.ask-timeout``, ``rpc.lookup-timeout``.
+        clock: Time source of timeouts.
+        host: Interface to listen on (loopback by default).
+        port: Port to listen on; 0 picks a free one.
+        framesize_bytes: Largest message, in bytes (``rpc.framesize``, 10485760 by default).
+
+    Raises:
+        OSError: If the port cannot be bound.
+        ValueError: If ``secret`` is shorter than 16 bytes.
+    """
+
+    def __init__(
+        self, name: str, *, secret: bytes, codec: MessageCodec,
+        configuration: Configuration | None = None, clock: Clock | None = None,
+        host: str = "127.0.0.1", port: int = 0, framesize_bytes: int = 10_485_760,
+    ) -> None:
+        if len(secret) < 16:
+            raise ValueError("the cluster secret must be at least 16 bytes")
+        super().__init__(name, configuration=configuration, clock=clock)
+        self._secret = secret
+        self._codec = codec
+        self._framesize = framesize_bytes
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"{name}-io",
+                                        daemon=True)
+        self._thread.start()
+        self._connections: dict[str, Future[Connection]] = {}  # "host:port" -> connection
+        self._accepted: set[Connection] = set()
+        self._tcp_close_future: Future[None] | None = None
+        self._connecting: set[Future[Any]] = set()  # connects not yet resolved
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._accept, host, port), self._loop).result()
+        bound_host, bound_port = self._server.sockets[0].getsockname()[:2]
+        self._authority = f"{bound_host}:{bound_port}"
+        self._prefix = f"{SCHEME}://{self._authority}/"
+
+    @property
+    def authority(self) -> str:
+        """``host:port`` this service listens on."""
+        return self._authority
+
+    # Client side ---------------------------------------------------------------------------------
+
+    def connect(
+        self, address: str, gateway_type: type[G], fencing_token: object | None = None
+    ) -> Future[G]:
+        """Resolve ``tcp://host:port/endpoint_id`` to a gateway over TCP.
+
+        Raises:
+            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly), or via
+                the future if the remote endpoint lacks one of its methods.
+            RecipientUnreachableError: via the future, if the address is malformed, the peer
+                cannot be reached or authenticated, or no endpoint answers within the lookup
+                timeout.
+        """
+        methods = list(gateway_methods(gateway_type))
+        result: Future[G] = Future()
+        authority, endpoint_id = _parse(address)
+        if authority is None:
+            fail(result, RecipientUnreachableError(address, "not a tcp://host:port/id address"))
+            return result
+        if self._tcp_close_future is not None:
+            fail(result, RecipientUnreachableError(address, f"RpcService {self._name} is closed"))
+            return result
+        with self._lock:
+            self._connecting.add(result)
+        result.add_done_callback(self._connecting.discard)
+        # The lookup timeout runs from now, on the service clock, whatever the network does.
+        timer = self._timer.schedule(self.lookup_timeout, lambda: fail(
+            result, RecipientUnreachableError(
+                address, f"no endpoint answered within rpc.lookup-timeout "
+                         f"({self.lookup_timeout:g} s)")))
+        result.add_done_callback(lambda _: timer.cancel())
+        connecting = self._connection_to(authority)
+
+        def connected(done: Future[Connection]) -> None:
+            if done.exception() is not None:
+                fail(result, RecipientUnreachableError(address, str(done.exception())))
+                return
+            connection = done.result()
+            found: Future[Any] = Future()
+            result.add_done_callback(lambda _: fail(found, RecipientUnreachableError(
+                address, "lookup abandoned")))
+            try:
+                connection.request_threadsafe([LOOKUP, 0, endpoint_id, methods], found)
+            except Exception as error:
+                fail(result, error)
+                return
+            found.add_done_callback(lambda f: self._found(f, connection, address, endpoint_id,
+                                                          gateway_type, fencing_token, result))
+
+        connecting.add_done_callback(connected)
+        return result
+
+    def _found(self, found: Future[Any], connection: Connection, address: str, endpoint_id: str,
+               gateway_type: type[G], fencing_token: object | None, result: Future[G]) -> None:
+        if found.exception() is not None:
+            fail(result, RecipientUnreachableError(address, str(found.exception())))
+            return
+        _, _, number, error = found.result()
+        if error is not None:
+            fail(result, TypeError(error) if error.startswith("TypeError")
+                 else RecipientUnreachableError(address, error))
+            return
+
+        def send(invocation: RpcInvocation) -> None:
+            message = [CALL, 0, number, invocation.method_name, list(invocation.args),
+                       invocation.kwargs, invocation.fencing_token]
+            connection.request_threadsafe(message, invocation.reply)
+
+        complete(result, create_gateway_proxy(
+            gateway_type, address=address, endpoint_id=endpoint_id, send=send,
+            schedule_ask_timeout=self.schedule_ask_timeout, ask_timeout=self.ask_timeout,
+            fencing_token=fencing_token))
+
+    def _connection_to(self, authority: str) -> Future[Connection]:
+        with self._lock:  # callers on many threads share one connection per peer
+            existing = self._connections.get(authority)
+            if existing is not None and not (existing.done() and (
+                    existing.exception() is not None or existing.result().closed)):
+                return existing
+            future: Future[Connection] = Future()
+            self._connections[authority] = future
+        coroutine = self._open(authority)
+        transfer_to = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        transfer_to.add_done_callback(lambda done: transfer(done, future))
+        return future
+
+    async def _open(self, authority: str) -> Connection:
+        host, _, port = authority.rpartition(":")
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port)), self.lookup_timeout)
+        except (OSError, TimeoutError, ValueError) as error:
+            raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
+        try:
+            await handshake_connect(reader, writer, self._codec, self._secret,
+                                    self.lookup_timeout)
+        except Exception as error:
+            writer.close()
+            raise RecipientUnreachableError(authority, f"handshake failed: {error}") from error
+        return Connection(reader, writer, self._codec, self._framesize, self._on_message,
+                          lambda c: None)
+
+    # Server side ---------------------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            await handshake_accept(reader, writer, self._codec, self._secret,
+                                   self.lookup_timeout)
+        except (AuthenticationError, TimeoutError, Exception) as error:
+            logger.warning("rejected connection from %s: %s", peer, error or type(error).__name__)
+            writer.close()
+            return
+        connection = Connection(reader, writer, self._codec, self._framesize, self._on_message,
+                                self._accepted.discard)
+        self._accepted.add(connection)
+
+    def _on_message(self, connection: Connection, message: list[Any]) -> None:
+        """Loop thread: a CALL or LOOKUP from a peer."""
+        if message[0] == LOOKUP and len(message) == 4:
+            self._lookup(connection, message[1], message[2], message[3])
+        elif message[0] == CALL and len(message) == 7:
+            self._call(connection, *message[1:])
+        else:
+            connection.close(f"unexpected message kind {message[0]}")
+
+    def _lookup(self, connection: Connection, lookup_id: int, endpoint_id: Any,
+                methods: Any) -> None:
+        def answer(number: int | None, error: str | None) -> None:
+            connection.send_threadsafe([FOUND, lookup_id, number, error])
+
+        if not isinstance(endpoint_id, str) or not isinstance(methods, list):
+            answer(None, "malformed lookup")
+            return
+        waiting = self._await_endpoint(endpoint_id)
+
+        def resolved(done: Future[RpcEndpoint]) -> None:
+            if done.exception() is not None:
+                answer(None, str(done.exception()))
+                return
+            endpoint = done.result()
+            missing = [m for m in methods if not callable(getattr(endpoint, str(m), None))]
+            if missing:
+                answer(None, f"TypeError: endpoint {endpoint_id} ({type(endpoint).__name__}) "
+                             f"does not implement {', '.join(map(str, missing))}")
+                return
+            number = next((n for n, e in connection.exported.items() if e is endpoint), None)
+            if number is None:
+                number = len(connection.exported) + 1
+                connection.exported[number] = endpoint
+            answer(number, None)
+
+        waiting.add_done_callback(lambda done: self._loop.call_soon_threadsafe(resolved, done))
+
+    def _call(self, connection: Connection, call_id: Any, number: Any, method: Any, args: Any,
+              kwargs: Any, token: Any) -> None:
+        endpoint = connection.exported.get(number)
+        reply: Future[Any] | None = Future() if call_id else None
+        if endpoint is None or not isinstance(method, str) or not isinstance(args, list) or (
+                not isinstance(kwargs, dict)):
+            if reply is not None:
+                connection.send_threadsafe([REPLY, call_id, False, error_to_wire(
+                    RecipientUnreachableError(str(number), "unknown endpoint or bad call"))])
+            return
+        if reply is not None:
+            reply.add_done_callback(lambda done: self._reply(connection, call_id, done))
+        endpoint.rpc_server.enqueue(RpcInvocation(method, tuple(args), kwargs, token, reply))
+
+    def _reply(self, connection: Connection, call_id: int, done: Future[Any]) -> None:
+        """Any thread: send the outcome of a call back (an unsendable result fails the call)."""
+        if connection.closed:
+            return
+        if done.cancelled() or done.exception() is not None:
+            error = done.exception() if not done.cancelled() else RuntimeError("cancelled")
+            message = [REPLY, call_id, False, error_to_wire(error)]
+        else:
+            message = [REPLY, call_id, True, done.result()]
+        try:
+            connection.send_threadsafe(message)
+        except Exception as error:  # the result cannot be encoded or is too large
+            connection.send_threadsafe([REPLY, call_id, False, error_to_wire(error)])
+
+    def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
+        """The hosted endpoint ``endpoint_id``, waiting up to the lookup timeout for it."""
+        future: Future[RpcEndpoint] = Future()
+        lookup = _PendingLookup(self.address_of(endpoint_id), None, None, future)
+        with self._lock:
+            endpoint = self._endpoints.get(endpoint_id)
+            closed = self._close_future is not None
+            if endpoint is None and not closed:
+                self._lookups.setdefault(endpoint_id, []).append(lookup)
+                lookup.timer = self._timer.schedule(
+                    self._lookup_timeout, lambda: self._expire_lookup(endpoint_id, lookup))
+        if closed:
+            fail(future, RecipientUnreachableError(lookup.address, "service closed"))
+        elif endpoint is not None:
+            complete(future, endpoint)
+        return future
+
+    def _resolve(self, lookup: _PendingLookup, endpoint: RpcEndpoint) -> None:
+        if lookup.gateway_type is None:  # a remote lookup: hand over the endpoint itself
+            complete(lookup.future, endpoint)
+        else:
+            super()._resolve(lookup, endpoint)
+
+    # Life cycle ----------------------------------------------------------------------------------
+
+    def close_async(self) -> Future[None]:
+        """Stop every hosted endpoint, then close the listener, connections and event loop.
+
+        Idempotent: every call returns the same future.
+        """
+        with self._lock:
+            if self._tcp_close_future is not None:
+                return self._tcp_close_future
+            done: Future[None] = Future()
+            self._tcp_close_future = done
+        closing = super().close_async()
+        with self._lock:
+            unresolved = list(self._connecting) + list(self._connections.values())
+        for future in unresolved:
+            fail(future, RecipientUnreachableError(self._prefix, f"RpcService {self._name} "
+                                                   "closed"))
+
+        def shut_down(terminated: Future[None]) -> None:
+            async def stop() -> None:
+                self._server.close()
+                for connection in list(self._accepted):
+                    connection.close("service closed")
+                for pending in list(self._connections.values()):
+                    if pending.done() and pending.exception() is None:
+                        pending.result().close("service closed")
+                others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in others:  # handshakes and connection loops still running
+                    task.cancel()
+                await asyncio.gather(*others, return_exceptions=True)
+
+            if self._loop.is_running():
+                asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(timeout=10)
+            transfer(terminated, done)
+
+        closing.add_done_callback(shut_down)
+        return done
+
+    def __repr__(self) -> str:
+        return f"TcpRpcService({self._name!r}, {self._authority})"
+
+
+def _parse(address: str) -> tuple[str | None, str]:
+    if not address.startswith(f"{SCHEME}://"):
+        return None, ""
+    authority, _, endpoint_id = address[len(SCHEME) + 3:].partition("/")
+    if not authority or ":" not in authority or not endpoint_id or "/" in endpoint_id:
+        return None, ""
+    return authority, endpoint_id

@@ -1,0 +1,183 @@
+"""TCP transport specifics: frame limits, malformed frames, authentication, silent peers.
+
+Every endpoint test also runs over TCP (conftest TRANSPORTS); these cover what only a network
+transport has. All sockets are on 127.0.0.1 and closed by the fixtures.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Protocol
+
+import pytest
+
+from millrace.config import Configuration
+from millrace.errors import FrameSizeError, RecipientUnreachableError
+from millrace.rpc import RpcEndpoint, RpcGateway
+from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.runtime.control_messages import control_message_codec
+
+WAIT = 10.0
+SECRET = b"test-cluster-secret-0123456789"
+CONF = Configuration({"rpc.lookup-timeout": "500 ms", "rpc.ask-timeout": "5 s"})
+
+
+class StoreGateway(RpcGateway, Protocol):
+    def put(self, value: bytes) -> Future[int]: ...
+
+    def size(self) -> Future[int]: ...
+
+
+class StoreEndpoint(RpcEndpoint, StoreGateway):
+    def __init__(self, service) -> None:
+        super().__init__(service, "store")
+        self.values: list[bytes] = []
+
+    def put(self, value: bytes) -> int:
+        self.values.append(value)
+        return len(value)
+
+    def size(self) -> int:
+        return len(self.values)
+
+
+def service(name: str, secret: bytes = SECRET, framesize: int = 4096) -> TcpRpcService:
+    return TcpRpcService(name, secret=secret, codec=control_message_codec(), configuration=CONF,
+                         framesize_bytes=framesize)
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[TcpRpcService, TcpRpcService, StoreEndpoint]]:
+    server, client = service("server"), service("client")
+    endpoint = StoreEndpoint(server)
+    endpoint.start()
+    yield server, client, endpoint
+    for s in (client, server):
+        s.close_async().result(timeout=WAIT)
+
+
+def test_calls_cross_services_over_tcp(pair) -> None:
+    server, client, endpoint = pair
+    assert endpoint.address.startswith(f"tcp://{server.authority}/")
+    gateway = client.connect(endpoint.address, StoreGateway).result(WAIT)
+    assert gateway.put(b"abc").result(WAIT) == 3
+    assert gateway.size().result(WAIT) == 1
+
+
+def test_oversized_message_fails_only_that_call_and_sends_nothing(pair) -> None:
+    _, client, endpoint = pair
+    gateway = client.connect(endpoint.address, StoreGateway).result(WAIT)
+    with pytest.raises(FrameSizeError) as info:
+        gateway.put(b"x" * 10_000).result(WAIT)
+    assert info.value.limit_bytes == 4096 and info.value.size_bytes > 10_000
+    assert gateway.put(b"small").result(WAIT) == 5  # the connection is fine
+    assert endpoint.call_async(lambda: list(endpoint.values)).result(WAIT) == [b"small"]
+
+
+def raw_connect(server: TcpRpcService) -> socket.socket:
+    host, port = server.authority.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=WAIT)
+
+
+def authenticate(sock: socket.socket, secret: bytes = SECRET) -> None:
+    """Play the connector's side of the handshake by hand."""
+    import hashlib
+    import hmac
+
+    codec = control_message_codec()
+    hello = codec.decode(read_frame(sock))
+    proof = hmac.new(secret, b"connector" + hello[1], hashlib.sha256).digest()
+    payload = codec.encode([proof, b"n" * 32])
+    sock.sendall(struct.pack(">I", len(payload)) + payload)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    (length,) = struct.unpack(">I", recv_exactly(sock, 4))
+    return recv_exactly(sock, length)
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def is_closed_by_peer(sock: socket.socket) -> bool:
+    sock.settimeout(WAIT)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def test_wrong_secret_is_disconnected_and_learns_nothing(pair) -> None:
+    server, _, _ = pair
+    with raw_connect(server) as sock:
+        authenticate(sock, b"not-the-secret-at-all-000")
+        sock.settimeout(WAIT)
+        assert sock.recv(4096) == b""  # closed, no proof of the secret, no error text
+
+
+def test_client_with_wrong_secret_cannot_connect(pair) -> None:
+    _, _, endpoint = pair
+    intruder = service("intruder", secret=b"another-secret-0123456789")
+    try:
+        with pytest.raises(RecipientUnreachableError):
+            intruder.connect(endpoint.address, StoreGateway).result(WAIT)
+    finally:
+        intruder.close_async().result(WAIT)
+
+
+def test_silent_peer_is_disconnected_after_the_lookup_timeout(pair) -> None:
+    server, _, _ = pair
+    with raw_connect(server) as sock:
+        read_frame(sock)  # the challenge; then say nothing
+        started = time.monotonic()
+        assert is_closed_by_peer(sock)
+        assert time.monotonic() - started < WAIT
+
+
+@pytest.mark.parametrize("garbage", [
+    struct.pack(">I", 3) + b"\xc1\xc1\xc1",  # not msgpack
+    struct.pack(">I", 1_000_000),  # announces more than rpc.framesize
+    struct.pack(">I", 2) + b"\x92\x07",  # msgpack, but not a wire message
+])
+def test_malformed_frame_closes_only_that_connection(pair, garbage: bytes) -> None:
+    server, client, endpoint = pair
+    gateway = client.connect(endpoint.address, StoreGateway).result(WAIT)
+    with raw_connect(server) as sock:
+        authenticate(sock)
+        read_frame(sock)  # the server's proof
+        sock.sendall(garbage)
+        assert is_closed_by_peer(sock)
+    assert gateway.put(b"still fine").result(WAIT) == 10
+
+
+def test_unknown_endpoint_fails_after_the_lookup_timeout(pair) -> None:
+    server, client, _ = pair
+    with pytest.raises(RecipientUnreachableError):
+        client.connect(f"tcp://{server.authority}/nobody", StoreGateway).result(WAIT)
+
+
+def test_unreachable_port_fails_the_connect(pair) -> None:
+    _, client, _ = pair
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(RecipientUnreachableError):
+        client.connect(f"tcp://127.0.0.1:{port}/store", StoreGateway).result(WAIT)
+
+
+def test_short_secret_is_rejected() -> None:
+    with pytest.raises(ValueError, match="16 bytes"):
+        service("weak", secret=b"short")
