@@ -11,9 +11,9 @@ Handshake (before any message is accepted): the acceptor sends a nonce, the conn
 ``HMAC-SHA256(secret, nonce)`` and a nonce of its own, the acceptor proves the secret back. A
 peer that fails, or says nothing within the lookup timeout, is disconnected and told nothing.
 
-Adaptive batching: frames queue on the loop; the writer sends everything queued in one write
-and then waits for the socket to drain, so an idle connection sends at once and a busy one
-coalesces.
+Adaptive batching: frames handed to the loop in one turn go out in one write right after it,
+so a lone frame leaves at once and a burst coalesces; once the socket holds more than 64 KiB
+unsent, frames wait until it drained and then go out together.
 
 Threading:
     Everything runs on the service's event-loop thread; other threads use the ``*_threadsafe``
@@ -23,11 +23,13 @@ Threading:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import itertools
 import logging
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -46,6 +48,7 @@ logger = logging.getLogger(__name__)
 CALL, REPLY, LOOKUP, FOUND = 0, 1, 2, 3
 _HANDSHAKE_LIMIT = 256  # bytes: the largest frame accepted before authentication
 _NONCE_BYTES = 32
+_HIGH_WATER = 64 * 1024  # bytes buffered in the transport above which frames are coalesced
 
 
 def _proof(secret: bytes, nonce: bytes, role: bytes) -> bytes:
@@ -111,14 +114,15 @@ class Connection:
         self._on_message = on_message
         self._on_closed = on_closed
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._queue: list[bytes] = []
-        self._wakeup = asyncio.Event()
+        self._flush_scheduled = False
+        self._draining = False
         self._pending: dict[int, Future[Any]] = {}
         self._ids = itertools.count(1)
         self.closed = False
         self.exported: dict[int, Any] = {}  # endpoint number -> endpoint (acceptor side)
-        self._tasks = [self._loop.create_task(self._read_loop()),
-                       self._loop.create_task(self._write_loop())]
+        self._tasks = [self._loop.create_task(self._read_loop())]
 
     # Any thread ----------------------------------------------------------------------------------
 
@@ -134,9 +138,15 @@ class Connection:
         frame = encode_frame(self._codec.encode(message), self._limit)
         self._loop.call_soon_threadsafe(self._send, frame, call_id, reply)
         if reply is not None:
-            reply.add_done_callback(
-                lambda _: self._loop.call_soon_threadsafe(self._pending.pop, call_id, None)
-                if not self._loop.is_closed() else None)
+            reply.add_done_callback(lambda _: self._forget(call_id))
+
+    def _forget(self, call_id: int) -> None:
+        """A call ended (answered, timed out or failed): drop its pending entry."""
+        if threading.get_ident() == self._loop_thread:
+            self._pending.pop(call_id, None)  # answered: _complete popped it already
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nothing left to drop
+                self._loop.call_soon_threadsafe(self._pending.pop, call_id, None)
 
     def send_threadsafe(self, message: list[Any]) -> None:
         """Encode and send a message that expects no answer (replies, lookup answers).
@@ -160,18 +170,29 @@ class Connection:
         if reply is not None and not reply.done():
             self._pending[call_id] = reply
         self._queue.append(frame)
-        self._wakeup.set()
+        if not self._flush_scheduled and not self._draining:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)  # after the other frames ready in this turn
 
-    async def _write_loop(self) -> None:
+    def _flush(self) -> None:
+        """Write every queued frame in one write; past the high-water mark, wait for drain."""
+        self._flush_scheduled = False
+        if self.closed or not self._queue:
+            return
+        frames, self._queue = self._queue, []
+        self._writer.write(b"".join(frames))
+        if self._writer.transport.get_write_buffer_size() > _HIGH_WATER:
+            self._draining = True
+            self._tasks.append(self._loop.create_task(self._drain()))
+
+    async def _drain(self) -> None:
         try:
-            while True:
-                await self._wakeup.wait()
-                self._wakeup.clear()
-                frames, self._queue = self._queue, []
-                self._writer.write(b"".join(frames))
-                await self._writer.drain()
+            await self._writer.drain()
         except (ConnectionError, asyncio.CancelledError) as error:
             self.close(f"write failed: {error!r}")
+            return
+        self._draining = False
+        self._flush()
 
     async def _read_loop(self) -> None:
         reason = "closed by peer"

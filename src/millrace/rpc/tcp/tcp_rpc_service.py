@@ -81,8 +81,7 @@ class TcpRpcService(LocalRpcService):
         self._codec = codec
         self._framesize = framesize_bytes
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=f"{name}-io",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run_loop, name=f"{name}-io", daemon=True)
         self._thread.start()
         self._connections: dict[str, Future[Connection]] = {}  # "host:port" -> connection
         self._accepted: set[Connection] = set()
@@ -93,6 +92,12 @@ class TcpRpcService(LocalRpcService):
         bound_host, bound_port = self._server.sockets[0].getsockname()[:2]
         self._authority = f"{bound_host}:{bound_port}"
         self._prefix = f"{SCHEME}://{self._authority}/"
+
+    def _run_loop(self) -> None:
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
 
     @property
     def authority(self) -> str:
@@ -209,6 +214,9 @@ class TcpRpcService(LocalRpcService):
         try:
             await handshake_accept(reader, writer, self._codec, self._secret,
                                    self.lookup_timeout)
+        except asyncio.CancelledError:  # the service is closing
+            writer.close()
+            return
         except (AuthenticationError, TimeoutError, Exception) as error:
             logger.warning("rejected connection from %s: %s", peer, error or type(error).__name__)
             writer.close()
@@ -307,6 +315,21 @@ class TcpRpcService(LocalRpcService):
 
     # Life cycle ----------------------------------------------------------------------------------
 
+    async def _stop_network(self) -> None:
+        """Loop thread: close the listener and every connection, end every task."""
+        self._server.close()
+        for connection in list(self._accepted):
+            connection.close("service closed")
+        with self._lock:
+            outgoing = list(self._connections.values())
+        for pending in outgoing:
+            if pending.done() and pending.exception() is None:
+                pending.result().close("service closed")
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:  # handshakes still running
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
     def close_async(self) -> Future[None]:
         """Stop every hosted endpoint, then close the listener, connections and event loop.
 
@@ -325,23 +348,21 @@ class TcpRpcService(LocalRpcService):
                                                    "closed"))
 
         def shut_down(terminated: Future[None]) -> None:
-            async def stop() -> None:
-                self._server.close()
-                for connection in list(self._accepted):
-                    connection.close("service closed")
-                for pending in list(self._connections.values()):
-                    if pending.done() and pending.exception() is None:
-                        pending.result().close("service closed")
-                others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-                for task in others:  # handshakes and connection loops still running
-                    task.cancel()
-                await asyncio.gather(*others, return_exceptions=True)
+            def finish() -> None:
+                if threading.current_thread() is not self._thread:
+                    self._thread.join(timeout=10)
+                transfer(terminated, done)
 
-            if self._loop.is_running():
-                asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._thread.join(timeout=10)
-            transfer(terminated, done)
+            if not self._loop.is_running():
+                finish()
+                return
+
+            def stopped(_: Future[None]) -> None:  # on the loop thread
+                self._loop.call_soon(self._loop.stop)
+                transfer(terminated, done)
+
+            asyncio.run_coroutine_threadsafe(self._stop_network(), self._loop) \
+                .add_done_callback(stopped)
 
         closing.add_done_callback(shut_down)
         return done
