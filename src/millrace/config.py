@@ -24,6 +24,7 @@ __all__ = [
     "ConfigOption",
     "Configuration",
     "ExecutionOptions",
+    "HeartbeatOptions",
     "PipelineOptions",
     "RpcOptions",
     "SparkOptions",
@@ -175,6 +176,26 @@ class RpcOptions:
         "a missing endpoint fails fast (seed 000).", minimum=0.001)
 
 
+def _derived_interval(conf: Configuration) -> float:
+    return conf.get(RpcOptions.ASK_TIMEOUT) / 10.0
+
+
+def _derived_pause(conf: Configuration) -> float:
+    return conf.get(RpcOptions.ASK_TIMEOUT)
+
+
+class HeartbeatOptions:
+    """DeathWatch keys; defaults derive from the ask timeout as in seed 000."""
+
+    INTERVAL = _option("heartbeat.interval", "duration", _derived_interval,
+                       "Seconds between heartbeat requests (default rpc.ask-timeout / 10).",
+                       minimum=0.001)
+    PAUSE = _option("heartbeat.pause", "duration", _derived_pause,
+                    "Acceptable heartbeat pause (default rpc.ask-timeout).", minimum=0.001)
+    THRESHOLD = _option("heartbeat.threshold", "float", 12.0,
+                        "Phi threshold of the failure detector.", minimum=0.1)
+
+
 class ClusterOptions:
     """Cluster shape keys."""
 
@@ -233,7 +254,7 @@ class PipelineOptions:
 def all_options() -> list[ConfigOption[Any]]:
     """Every known option, sorted by key."""
     options = []
-    for holder in (RpcOptions, ClusterOptions, ExecutionOptions, SparkOptions,
+    for holder in (RpcOptions, HeartbeatOptions, ClusterOptions, ExecutionOptions, SparkOptions,
                    PipelineOptions):
         options += [v for v in vars(holder).values() if isinstance(v, ConfigOption)]
     return sorted(options, key=lambda o: o.key)

@@ -145,3 +145,51 @@ def test_slot_requests_wait_for_a_task_manager(service, rm) -> None:
     wait_until(lambda: len(jm.call_async(lambda: jm.offers).result(WAIT)) == 1)
 
 
+
+
+FAST_HEARTBEATS = Configuration({"rpc.lookup-timeout": "300 ms", "rpc.ask-timeout": "5 s",
+                                 "heartbeat.interval": "50 ms", "heartbeat.pause": "300 ms"})
+
+
+@pytest.fixture
+def fast_service() -> Iterator[LocalRpcService]:
+    svc = LocalRpcService("hb", configuration=FAST_HEARTBEATS)
+    yield svc
+    svc.close_async().exception(timeout=WAIT)
+
+
+def start_rm(service: LocalRpcService) -> tuple[ResourceManager, ResourceManagerGateway]:
+    endpoint = ResourceManager(service, configuration=FAST_HEARTBEATS)
+    endpoint.start()
+    return endpoint, service.connect(endpoint.address, ResourceManagerGateway).result(WAIT)
+
+
+def start_te(service: LocalRpcService, name: str) -> TaskExecutor:
+    te = TaskExecutor(service, FAST_HEARTBEATS, "local://hb/resourcemanager", lambda: None,
+                      ResourceId(name))
+    te.start()
+    return te
+
+
+def registered_names(rm: ResourceManagerGateway) -> list[str]:
+    return sorted(i.resource_id for i in rm.request_task_manager_infos().result(WAIT))
+
+
+def test_dead_task_manager_leaves_the_slot_pool_and_live_ones_stay(fast_service) -> None:
+    _, rm = start_rm(fast_service)
+    start_te(fast_service, "tm-live")
+    doomed = start_te(fast_service, "tm-doomed")
+    wait_until(lambda: registered_names(rm) == ["tm-doomed", "tm-live"])
+    doomed.close_async().result(WAIT)  # stops answering heartbeats
+    wait_until(lambda: registered_names(rm) == ["tm-live"])
+    time.sleep(1.0)  # many heartbeat intervals: the live one is not falsely declared dead
+    assert registered_names(rm) == ["tm-live"]
+
+
+def test_task_manager_registers_again_with_a_new_resource_manager(fast_service) -> None:
+    old, _ = start_rm(fast_service)
+    te = start_te(fast_service, "tm-1")
+    wait_until(lambda: te.call_async(lambda: te.registered).result(WAIT))
+    old.close_async().result(WAIT)
+    _, new_rm = start_rm(fast_service)  # same address, new leader
+    wait_until(lambda: registered_names(new_rm) == ["tm-1"])

@@ -71,7 +71,7 @@ class MiniCluster:
         conf = self.configuration
         self._rpc = LocalRpcService("minicluster", configuration=conf)
         self._io = ThreadPoolExecutor(4, thread_name_prefix="millrace-io")
-        self.resource_manager = ResourceManager(self._rpc)
+        self.resource_manager = ResourceManager(self._rpc, configuration=conf)
         self.resource_manager.start()
         self.dispatcher = Dispatcher(self._rpc, conf, self.resource_manager.address, self._io)
         self.dispatcher.start()

@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 
+from millrace.config import Configuration, HeartbeatOptions
 from millrace.rpc import RpcEndpoint, RpcService
 from millrace.runtime.deployment import Acknowledge
+from millrace.runtime.heartbeat import HeartbeatManager
 from millrace.runtime.registration import (
     PROTOCOL_VERSION,
     AcknowledgeRegistration,
@@ -42,17 +44,29 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
     Args:
         rpc_service: Service to run on.
         endpoint_id: Endpoint id (default ``resourcemanager``).
+        configuration: Heartbeat settings (``heartbeat.*``).
 
     Threading:
         Every method runs on the endpoint's main thread (gateway calls arrive through the
         mailbox).
     """
 
-    def __init__(self, rpc_service: RpcService, endpoint_id: str = "resourcemanager") -> None:
+    def __init__(self, rpc_service: RpcService, endpoint_id: str = "resourcemanager",
+                 configuration: Configuration | None = None) -> None:
         super().__init__(rpc_service, endpoint_id)
+        conf = configuration or Configuration()
         self.resource_manager_id = new_id()
         self._slots = SlotManager()
         self._task_executors: dict[ResourceId, TaskExecutorGateway] = {}
+        self._heartbeats = HeartbeatManager(
+            self.clock, self.schedule_run_async, self, conf.get(HeartbeatOptions.INTERVAL),
+            conf.get(HeartbeatOptions.PAUSE), conf.get(HeartbeatOptions.THRESHOLD))
+
+    def on_start(self) -> None:
+        self._heartbeats.start()
+
+    def on_stop(self) -> None:
+        self._heartbeats.stop()
 
     # Registration ------------------------------------------------------------------------------
 
@@ -87,7 +101,11 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
             logger.info("TaskManager %s re-registered at %s", registration.resource_id,
                         registration.address)
         registration_id = new_id()
-        self._task_executors[registration.resource_id] = connecting.result()
+        gateway = connecting.result()
+        self._task_executors[registration.resource_id] = gateway
+        rm_id = self.resource_manager_id
+        self._heartbeats.monitor_target(
+            registration.resource_id, lambda: gateway.heartbeat_from_resource_manager(rm_id))
         self._slots.register(registration.resource_id, registration.address,
                              registration.number_of_slots, registration_id)
         logger.info("registered TaskManager %s at %s with %d slots", registration.resource_id,
@@ -115,6 +133,19 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
 
     def request_task_manager_infos(self) -> list[TaskManagerInfo]:
         return self._slots.infos()
+
+    # DeathWatch (seed 000) ---------------------------------------------------------------------
+
+    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+        self._heartbeats.receive_heartbeat(resource_id)
+
+    def notify_heartbeat_timeout(self, resource_id: str) -> None:
+        """A TaskManager stopped answering: it is dead to the cluster; its slots leave the
+        pool. If it was only cut off, it registers again when it can."""
+        logger.warning("TaskManager %s is unreachable (heartbeat timeout); removing its slots",
+                       resource_id)
+        self._task_executors.pop(ResourceId(resource_id), None)
+        self._slots.unregister(ResourceId(resource_id))
 
     def _serve_requests(self) -> None:
         for request, slot, _address in self._slots.match():

@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from millrace.config import ClusterOptions, Configuration, ExecutionOptions
+from millrace.config import ClusterOptions, Configuration, ExecutionOptions, HeartbeatOptions
 from millrace.errors import PartitionNotFoundError, SlotAllocationError
 from millrace.rpc import RpcEndpoint, RpcService
 from millrace.runtime.deployment import (
@@ -99,6 +99,9 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         self._resource_manager: ResourceManagerGateway | None = None
         self._registration: RegistrationResponse | None = None
         self._backoff = _REGISTRATION_BACKOFF[0]
+        self._heartbeat_interval = configuration.get(HeartbeatOptions.INTERVAL)
+        self._heartbeat_pause = configuration.get(HeartbeatOptions.PAUSE)
+        self._last_rm_heartbeat = 0.0
 
     @property
     def registered(self) -> bool:
@@ -109,6 +112,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
 
     def on_start(self) -> None:
         self._register()
+        self.schedule_run_async(self._check_resource_manager, self._heartbeat_interval)
 
     def on_stop(self) -> None:
         for task in list(self._tasks.values()):
@@ -149,6 +153,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             return
         self._registration = response
         self._backoff = _REGISTRATION_BACKOFF[0]
+        self._last_rm_heartbeat = self.clock.monotonic()
         logger.info("%s registered at the ResourceManager (%s)", self.resource_id,
                     type(response).__name__)
 
@@ -157,6 +162,24 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
                     self._backoff)
         self.schedule_run_async(self._register, self._backoff)
         self._backoff = min(self._backoff * 2, _REGISTRATION_BACKOFF[1])
+
+    # DeathWatch (seed 000) -----------------------------------------------------------------------
+
+    def heartbeat_from_resource_manager(self, resource_manager_id: str) -> None:
+        self._last_rm_heartbeat = self.clock.monotonic()
+        if self._resource_manager is not None and self.registered:
+            self._resource_manager.heartbeat_from_task_manager(self.resource_id)
+
+    def _check_resource_manager(self) -> None:
+        """A registered TaskManager that hears no heartbeat request for pause + interval has
+        lost its ResourceManager: it forgets the registration and registers again."""
+        silence = self.clock.monotonic() - self._last_rm_heartbeat
+        if self.registered and silence > self._heartbeat_pause + self._heartbeat_interval:
+            logger.warning("%s: no heartbeat from the ResourceManager for %.1f s; registering "
+                           "again", self.resource_id, silence)
+            self._registration = None
+            self._register()
+        self.schedule_run_async(self._check_resource_manager, self._heartbeat_interval)
 
     # Slots -------------------------------------------------------------------------------------
 

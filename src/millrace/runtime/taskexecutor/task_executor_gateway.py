@@ -45,6 +45,11 @@ class TaskExecutorGateway(RpcGateway, Protocol):
         """Drop the job's result partitions (its consumers are done)."""
         ...
 
+    def heartbeat_from_resource_manager(self, resource_manager_id: str) -> None:
+        """The ResourceManager asks for a heartbeat; the TaskExecutor answers with
+        ``heartbeat_from_task_manager``."""
+        ...
+
     def request_partition_events(
         self, partition_id: ResultPartitionId, subpartition: int, from_index: int,
         timeout: float | None = None,
