@@ -24,6 +24,7 @@ __all__ = [
     "ConfigOption",
     "Configuration",
     "ExecutionOptions",
+    "FailoverOptions",
     "HeartbeatOptions",
     "PipelineOptions",
     "RpcOptions",
@@ -196,6 +197,36 @@ class HeartbeatOptions:
                         "Phi threshold of the failure detector.", minimum=0.1)
 
 
+class FailoverOptions:
+    """Restart strategy keys (Flink's)."""
+
+    TYPE = _option("restart-strategy.type", "str", "fixed-delay",
+                   "What a job does when a task fails or a TaskManager is lost.",
+                   choices=("none", "fixed-delay", "exponential-delay", "failure-rate"))
+    FIXED_DELAY_ATTEMPTS = _option("restart-strategy.fixed-delay.attempts", "int", 3,
+                                   "Restarts before the job fails.", minimum=0)
+    FIXED_DELAY_DELAY = _option("restart-strategy.fixed-delay.delay", "duration", 1.0,
+                                "Wait before each restart.", minimum=0.0)
+    EXPONENTIAL_INITIAL = _option("restart-strategy.exponential-delay.initial-backoff",
+                                  "duration", 1.0, "First restart delay.", minimum=0.0)
+    EXPONENTIAL_MAX = _option("restart-strategy.exponential-delay.max-backoff", "duration",
+                              300.0, "Largest restart delay.", minimum=0.0)
+    EXPONENTIAL_MULTIPLIER = _option("restart-strategy.exponential-delay.backoff-multiplier",
+                                     "float", 2.0, "Growth of the delay per failure.",
+                                     minimum=1.0)
+    EXPONENTIAL_RESET = _option("restart-strategy.exponential-delay.reset-backoff-threshold",
+                                "duration", 3600.0,
+                                "Time without failure after which the delay starts over.",
+                                minimum=0.0)
+    FAILURE_RATE_MAX = _option("restart-strategy.failure-rate.max-failures-per-interval", "int",
+                               1, "Failures tolerated within the interval.", minimum=0)
+    FAILURE_RATE_INTERVAL = _option("restart-strategy.failure-rate.failure-rate-interval",
+                                    "duration", 60.0, "Window of the failure count.",
+                                    minimum=0.001)
+    FAILURE_RATE_DELAY = _option("restart-strategy.failure-rate.delay", "duration", 1.0,
+                                 "Wait before each restart.", minimum=0.0)
+
+
 class ClusterOptions:
     """Cluster shape keys."""
 
@@ -254,8 +285,9 @@ class PipelineOptions:
 def all_options() -> list[ConfigOption[Any]]:
     """Every known option, sorted by key."""
     options = []
-    for holder in (RpcOptions, HeartbeatOptions, ClusterOptions, ExecutionOptions, SparkOptions,
-                   PipelineOptions):
+    holders = (RpcOptions, HeartbeatOptions, FailoverOptions, ClusterOptions, ExecutionOptions,
+               SparkOptions, PipelineOptions)
+    for holder in holders:
         options += [v for v in vars(holder).values() if isinstance(v, ConfigOption)]
     return sorted(options, key=lambda o: o.key)
 
