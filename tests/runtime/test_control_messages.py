@@ -38,7 +38,7 @@ from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
 
 METRICS = IOMetrics(336_776, 5_430, 1, 0, 2)
 DETAILS = JobDetails("job", "flight-delays", JobStatus.FINISHED, 1.7e9, 8.5,
-                     [VertexDetails("flights", 2, {"FINISHED": 2}, METRICS)], 12, 12)
+                     [VertexDetails("flights", 2, {"FINISHED": 2}, METRICS)], 12, 12, 1)
 SAMPLES = [
     Acknowledge(),
     RegisterTaskManager("tm-1", "tcp://127.0.0.1:6123/taskmanager-1", 2),

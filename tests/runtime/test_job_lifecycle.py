@@ -47,7 +47,10 @@ class WaitsForCancel(AbstractInvokable):
 
 class ProducesOnRelease(AbstractInvokable):
     def invoke(self) -> None:
-        assert RELEASE.wait(WAIT)
+        deadline = time.monotonic() + WAIT
+        while not RELEASE.wait(0.01):
+            self.environment.check_cancelled()
+            assert time.monotonic() < deadline
         self.environment.broadcast(Watermark(1))
         self.environment.broadcast(EndOfPartition())
 
@@ -63,7 +66,8 @@ class Consumes(AbstractInvokable):
 
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[MiniCluster]:
-    conf = Configuration({"io.tmp.dirs": str(tmp_path), "slot.request.timeout": "1 s"})
+    conf = Configuration({"io.tmp.dirs": str(tmp_path), "slot.request.timeout": "1 s",
+                          "restart-strategy.type": "none"})
     with MiniCluster(conf, spark_session=object()) as mc:
         yield mc
 
@@ -159,3 +163,71 @@ def test_detached_submission_returns_the_job_id_at_once(cluster) -> None:
     RELEASE.set()
     wait_until(lambda: cluster.job_client.request_job_details(job_id).result(WAIT).status
                is JobStatus.FINISHED)
+
+
+ATTEMPTS: list[int] = []
+
+
+class FailsOnce(AbstractInvokable):
+    def invoke(self) -> None:
+        ATTEMPTS.append(self.environment.subtask_index)
+        if len(ATTEMPTS) == 1:
+            raise RuntimeError("first attempt fails")
+        self.environment.metrics.records_in += 1
+
+
+class AlwaysFails(AbstractInvokable):
+    def invoke(self) -> None:
+        raise RuntimeError("always")
+
+
+@pytest.fixture
+def restarting_cluster(tmp_path) -> Iterator[MiniCluster]:
+    conf = Configuration({
+        "io.tmp.dirs": str(tmp_path), "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 2,
+        "restart-strategy.fixed-delay.delay": "50 ms",
+        "minicluster.number-of-taskmanagers": 3,
+        "heartbeat.interval": "50 ms", "heartbeat.pause": "500 ms"})
+    with MiniCluster(conf, spark_session=object()) as mc:
+        yield mc
+
+
+def test_failed_task_restarts_the_job_which_then_finishes(restarting_cluster) -> None:
+    ATTEMPTS.clear()
+    result = run(restarting_cluster, JobGraph("once", [vertex("v", 2, "FailsOnce")], []))
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts == 1
+    assert result.accumulators["v"].records_in == 2  # the restarted attempts' counts
+
+
+def test_job_fails_when_the_restarts_are_used_up(restarting_cluster) -> None:
+    result = run(restarting_cluster, JobGraph("doomed", [vertex("v", 1, "AlwaysFails")], []))
+    assert isinstance(result, JobResultFailure)
+    assert result.status is JobStatus.FAILED
+    assert "always" in result.root_cause and "no restart left" in result.root_cause
+    assert result.details.restarts == 2
+
+
+def test_lost_task_manager_is_detected_and_the_job_runs_again_elsewhere(
+        restarting_cluster) -> None:
+    RELEASE.clear()
+    graph = JobGraph("failover", [vertex("v", 2, "ProducesOnRelease")], [])
+    waiting = restarting_cluster.job_client.submit_job_wait(graph)
+
+    def details():
+        return restarting_cluster.job_client.request_job_details(graph.job_id).result(WAIT)
+
+    wait_until(lambda: details().vertices[0].states.get("RUNNING") == 2)
+    rm = restarting_cluster.resource_manager
+    assert rm is not None
+    infos = rm.call_async(rm.request_task_manager_infos).result(WAIT)
+    busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
+    victim = next(te for te in restarting_cluster.task_executors if te.resource_id == busy)
+    victim.close_async().result(WAIT)  # its tasks stop; it answers no heartbeat any more
+    wait_until(lambda: details().restarts == 1 and details().vertices[0].states.get(
+        "RUNNING") == 2)
+    RELEASE.set()
+    result = waiting.result(WAIT)
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts == 1

@@ -44,6 +44,7 @@ class JobDetails:
         duration: Seconds since submission, or until the end.
         vertices: Per JobVertex details, in topological order.
         splits_total, splits_assigned: Input splits of the sources.
+        restarts: How often the job restarted after failures.
     """
 
     job_id: JobId
@@ -54,6 +55,7 @@ class JobDetails:
     vertices: list[VertexDetails] = field(default_factory=list)
     splits_total: int = 0
     splits_assigned: int = 0
+    restarts: int = 0
 
 
 @dataclass(frozen=True)

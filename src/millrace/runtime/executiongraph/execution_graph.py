@@ -37,6 +37,7 @@ class JobStatus(enum.Enum):
 
     CREATED = "CREATED"
     RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"
     FAILING = "FAILING"
     FAILED = "FAILED"
     CANCELLING = "CANCELLING"
@@ -189,6 +190,17 @@ class ExecutionGraph:
             ev.current_execution.attempt_id: ev.current_execution
             for v in self.vertices for ev in v.task_vertices
         }
+
+    def reset_for_restart(self) -> None:
+        """Give every subtask a new Execution attempt in CREATED (global failover).
+
+        Reports of the old attempts are no longer found by ``execution``.
+        """
+        self._by_attempt = {}
+        for vertex in self.vertices:
+            for ev in vertex.task_vertices:
+                ev.current_execution = Execution(ev)
+                self._by_attempt[ev.current_execution.attempt_id] = ev.current_execution
 
     def job_vertex(self, vertex_id: JobVertexId) -> ExecutionJobVertex:
         """Raises KeyError for an unknown vertex."""

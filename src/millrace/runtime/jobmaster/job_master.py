@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from millrace.config import ClusterOptions, Configuration
+from millrace.config import ClusterOptions, Configuration, HeartbeatOptions
 from millrace.errors import SlotAllocationError
 from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.runtime.deployment import (
@@ -38,6 +38,8 @@ from millrace.runtime.executiongraph import (
     ExecutionState,
     JobStatus,
 )
+from millrace.runtime.failover import restart_strategy_from
+from millrace.runtime.heartbeat import HeartbeatManager
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.job_result import (
     JobDetails,
@@ -68,6 +70,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class _Slot:
     allocation_id: AllocationId
+    resource_id: str
     task_manager: Address
     gateway: TaskExecutorGateway
 
@@ -111,16 +114,25 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._failure: str | None = None
         self._working_dir = Path(configuration.get(ClusterOptions.TMP_DIR)) / "jobs" / (
             job_graph.job_id)
+        self._restart_strategy = restart_strategy_from(configuration)
+        self.restarts = 0
+        self._restart_scheduled = False
+        self._heartbeats = HeartbeatManager(
+            self.clock, self.schedule_run_async, self,
+            configuration.get(HeartbeatOptions.INTERVAL), configuration.get(HeartbeatOptions.PAUSE),
+            configuration.get(HeartbeatOptions.THRESHOLD))
 
     # Life cycle --------------------------------------------------------------------------------
 
     def on_start(self) -> None:
+        self._heartbeats.start()
         self.execution_graph.transition_job(JobStatus.RUNNING)
         logger.info("job %s (%s) RUNNING; %d slots required", self.job_graph.name,
                     self.job_graph.job_id, self.job_graph.slots_required())
         self.on_main_thread(self._io.submit(self._prepare), self._prepared)
 
     def on_stop(self) -> None:
+        self._heartbeats.stop()
         if self.result_future.done():
             return
         if self.execution_graph.status is JobStatus.FINISHED:  # the sink commit is running
@@ -160,7 +172,16 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             self._complete()
             return
         self._resource_manager = connecting.result()
-        for _ in range(self.job_graph.slots_required()):
+        self._request_missing_slots()
+
+    def _request_missing_slots(self) -> None:
+        assert self._resource_manager is not None
+        missing = self.job_graph.slots_required() - len(self._slots) - len(
+            self._pending_allocations)
+        if missing <= 0 and len(self._slots) >= self.job_graph.slots_required():
+            self._deploy_sources()
+            return
+        for _ in range(missing):
             allocation_id = AllocationId(new_id())
             self._pending_allocations.append(allocation_id)
             self._resource_manager.request_slot(
@@ -201,8 +222,12 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 reply.set_exception(f.exception())  # type: ignore[arg-type]
                 return
             for offer in wanted:
-                self._slots.append(_Slot(offer.allocation_id, Address(task_manager_address),
-                                         f.result()))
+                self._slots.append(_Slot(offer.allocation_id, resource_id,
+                                         Address(task_manager_address), f.result()))
+            gateway, job_id = f.result(), self.job_graph.job_id
+            if resource_id not in self._heartbeats.monitored:
+                self._heartbeats.monitor_target(
+                    resource_id, lambda: gateway.heartbeat_from_job_manager(job_id))
             reply.set_result(wanted)
             if len(self._slots) == self.job_graph.slots_required():
                 self._deploy_sources()
@@ -259,7 +284,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         if error is not None and not execution.state.is_terminal:
             execution.failure = f"deployment failed: {_describe(error)}"
             execution.transition_to(ExecutionState.FAILED)
-            self._fail_job(f"{execution}: {execution.failure}")
+            self._handle_failure(f"{execution}: {execution.failure}")
             self._maybe_complete()
 
     def schedule_or_update_consumers(self, partition_id: ResultPartitionId) -> Acknowledge:
@@ -283,8 +308,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
 
     def update_task_execution_state(self, state: TaskExecutionState) -> Acknowledge:
         execution = self.execution_graph.execution(state.attempt_id)
-        if execution is None:
-            raise KeyError(f"job {self.job_graph.job_id} has no execution {state.attempt_id}")
+        if execution is None:  # an attempt from before a restart
+            logger.debug("ignoring %s of a former attempt %s", state.state, state.attempt_id)
+            return Acknowledge()
         if state.metrics is not None:
             execution.metrics = state.metrics
         if execution.state is state.state or execution.state.is_terminal:
@@ -302,8 +328,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                                    state.error)
         if state.state is ExecutionState.FAILED:
             execution.failure = state.error or "unknown error"
-            self._fail_job(f"{execution.vertex.task_name} failed: {execution.failure}")
-        elif state.state is ExecutionState.CANCELED and self._failure is None:
+            self._handle_failure(f"{execution.vertex.task_name} failed: {execution.failure}")
+        elif (state.state is ExecutionState.CANCELED and self._failure is None
+              and self.execution_graph.status is not JobStatus.RESTARTING):
             self._fail_job(f"{execution.vertex.task_name} was cancelled", JobStatus.CANCELLING)
         self._maybe_complete()
         return Acknowledge()
@@ -322,12 +349,15 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
     def cancel(self, timeout: float | None = None) -> Acknowledge:
         if not self.execution_graph.status.is_globally_terminal:
             self._fail_job("cancelled by the user", JobStatus.CANCELLING)
+            self._heartbeats.stop()
             self._maybe_complete()
         return Acknowledge()
 
     def _fail_job(self, cause: str, status: JobStatus = JobStatus.FAILING) -> None:
         """Record the first cause and cancel every running execution."""
         graph = self.execution_graph
+        if graph.status is JobStatus.RESTARTING:
+            graph.status = JobStatus.RUNNING  # give up restarting
         if graph.status in (JobStatus.FAILING, JobStatus.CANCELLING) or (
                 graph.status.is_globally_terminal):
             return
@@ -336,15 +366,107 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         graph.transition_job(status)
         if self._resource_manager is not None:
             self._resource_manager.cancel_slot_requests(self.job_graph.job_id)
-        for execution in graph.executions():
+        self._cancel_executions()
+
+    def _cancel_executions(self) -> None:
+        """Cancel every execution that is not terminal; those whose TaskManager cannot be
+        reached are marked FAILED."""
+        for execution in self.execution_graph.executions():
             if execution.state in (ExecutionState.CREATED, ExecutionState.SCHEDULED):
                 execution.transition_to(ExecutionState.CANCELED)
             elif not execution.state.is_terminal and execution.state is not (
                     ExecutionState.CANCELING):
                 execution.transition_to(ExecutionState.CANCELING)
                 gateway = self._gateway_of(execution)
-                if gateway is not None:
-                    gateway.cancel_task(execution.attempt_id)
+                if gateway is None:
+                    execution.transition_to(ExecutionState.FAILED)
+                    continue
+                cancelling = gateway.cancel_task(execution.attempt_id)
+                self.on_main_thread(cancelling, lambda f, e=execution: self._cancelled(f, e))
+
+    def _cancelled(self, cancelling: Future[TaskOperationResult], execution: Execution) -> None:
+        if cancelling.exception() is not None and not execution.state.is_terminal:
+            execution.failure = f"TaskManager unreachable: {cancelling.exception()}"
+            execution.transition_to(ExecutionState.FAILED)
+            self._maybe_complete()
+
+    # Failover ----------------------------------------------------------------------------------
+
+    def _handle_failure(self, cause: str) -> None:
+        """A task failed or a TaskManager was lost: restart the whole job if the restart
+        strategy allows, else fail it (Flink's full failover)."""
+        graph = self.execution_graph
+        if graph.status is not JobStatus.RUNNING and graph.status is not JobStatus.RESTARTING:
+            return
+        self._restart_strategy.notify_failure(self.clock.monotonic())
+        if graph.status is JobStatus.RESTARTING:
+            return  # one restart covers failures that happen while cancelling
+        if not self._restart_strategy.can_restart():
+            self._fail_job(f"{cause} (no restart left: {self._restart_strategy!r})")
+            return
+        logger.warning("job %s: %s; restarting (%r)", self.job_graph.name, cause,
+                       self._restart_strategy)
+        self._last_failure = cause
+        graph.transition_job(JobStatus.RESTARTING)
+        self._cancel_executions()
+
+    def _schedule_restart(self) -> None:
+        if self._restart_scheduled:
+            return
+        self._restart_scheduled = True
+        self.schedule_run_async(self._restart, self._restart_strategy.restart_delay())
+
+    def _restart(self) -> None:
+        self._restart_scheduled = False
+        if self.execution_graph.status is not JobStatus.RESTARTING:
+            return
+        self.restarts += 1
+        for slot in self._slots:
+            slot.gateway.release_partitions(self.job_graph.job_id)
+        self.execution_graph.reset_for_restart()
+        self._deployed_vertices.clear()
+        self.on_main_thread(self._io.submit(self._prepare_restart), self._restarted)
+
+    def _prepare_restart(self) -> dict[JobVertexId, InputSplitAssigner]:
+        """I/O executor: drop the failed attempt's files and pending output, enumerate again."""
+        shutil.rmtree(self._working_dir, ignore_errors=True)
+        self._abort_sinks()
+        return self._prepare()
+
+    def _restarted(self, preparing: Future[dict[JobVertexId, InputSplitAssigner]]) -> None:
+        if self.execution_graph.status is not JobStatus.RESTARTING:
+            return
+        if preparing.exception() is not None:
+            self.execution_graph.status = JobStatus.RUNNING
+            self._fail_job(f"restarting failed: {_describe(preparing.exception())}")
+            self._maybe_complete()
+            return
+        self._assigners = preparing.result()
+        self.execution_graph.transition_job(JobStatus.RUNNING)
+        logger.info("job %s: restart %d; %d of %d slots held", self.job_graph.name,
+                    self.restarts, len(self._slots), self.job_graph.slots_required())
+        self._request_missing_slots()
+
+    # DeathWatch (seed 000) ---------------------------------------------------------------------
+
+    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+        self._heartbeats.receive_heartbeat(resource_id)
+
+    def notify_heartbeat_timeout(self, resource_id: str) -> None:
+        """A TaskManager holding slots of this job is lost: its slots go, its tasks failed."""
+        lost = {s.allocation_id for s in self._slots if s.resource_id == resource_id}
+        self._slots = [s for s in self._slots if s.resource_id != resource_id]
+        failed = False
+        for execution in self.execution_graph.executions():
+            if execution.allocation_id in lost and not execution.state.is_terminal:
+                execution.failure = f"TaskManager {resource_id} lost (heartbeat timeout)"
+                execution.transition_to(ExecutionState.FAILED)
+                failed = True
+        logger.warning("job %s: TaskManager %s lost; %d slots gone", self.job_graph.name,
+                       resource_id, len(lost))
+        if failed or lost:
+            self._handle_failure(f"TaskManager {resource_id} lost (heartbeat timeout)")
+        self._maybe_complete()
 
     def _maybe_complete(self) -> None:
         graph = self.execution_graph
@@ -353,6 +475,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         if graph.status is JobStatus.RUNNING and graph.all_finished():
             graph.transition_job(JobStatus.FINISHED)  # sinks commit before the result is out
             self.on_main_thread(self._io.submit(self._commit_sinks), self._committed)
+        elif graph.status is JobStatus.RESTARTING:
+            if all(e.state.is_terminal for e in graph.executions()):
+                self._schedule_restart()
         elif graph.status is not JobStatus.RUNNING and all(
                 e.state.is_terminal for e in graph.executions()):
             graph.transition_job(JobStatus.CANCELED if graph.status is JobStatus.CANCELLING
@@ -390,6 +515,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         if self.result_future.done():
             return
         self._end = time.time()
+        self._heartbeats.stop()
         for slot in self._slots:
             slot.gateway.release_partitions(self.job_graph.job_id)
             slot.gateway.free_slot(slot.allocation_id, f"job {self.job_graph.job_id} ended")
@@ -431,7 +557,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             self.job_graph.job_id, self.job_graph.name, graph.status, self._start,
             end - self._start, vertices,
             sum(a.total for a in self._assigners.values()),
-            sum(a.assigned for a in self._assigners.values()))
+            sum(a.assigned for a in self._assigners.values()), self.restarts)
 
     def _gateway_of(self, execution: Execution) -> TaskExecutorGateway | None:
         return next((s.gateway for s in self._slots

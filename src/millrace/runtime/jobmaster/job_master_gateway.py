@@ -44,6 +44,10 @@ class JobMasterGateway(FencedRpcGateway, Protocol):
 
     def request_job_details(self, timeout: float | None = None) -> Future[JobDetails]: ...
 
+    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+        """A TaskManager holding slots of this job answers a heartbeat request."""
+        ...
+
     def cancel(self, timeout: float | None = None) -> Future[Acknowledge]:
         """Cancel the job: every task is cancelled, the job ends CANCELED."""
         ...

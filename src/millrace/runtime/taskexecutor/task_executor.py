@@ -170,6 +170,12 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         if self._resource_manager is not None and self.registered:
             self._resource_manager.heartbeat_from_task_manager(self.resource_id)
 
+    def heartbeat_from_job_manager(self, job_id: JobId) -> None:
+        job_master = self._job_masters.get(job_id)
+        if job_master is not None:
+            self.on_main_thread(job_master, lambda f: f.exception() is None
+                                and f.result().heartbeat_from_task_manager(self.resource_id))
+
     def _check_resource_manager(self) -> None:
         """A registered TaskManager that hears no heartbeat request for pause + interval has
         lost its ResourceManager: it forgets the registration and registers again."""

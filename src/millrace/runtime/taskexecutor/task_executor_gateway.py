@@ -50,6 +50,11 @@ class TaskExecutorGateway(RpcGateway, Protocol):
         ``heartbeat_from_task_manager``."""
         ...
 
+    def heartbeat_from_job_manager(self, job_id: JobId) -> None:
+        """The JobMaster of ``job_id`` asks for a heartbeat; answered with its
+        ``heartbeat_from_task_manager``."""
+        ...
+
     def request_partition_events(
         self, partition_id: ResultPartitionId, subpartition: int, from_index: int,
         timeout: float | None = None,
