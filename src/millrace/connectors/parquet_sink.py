@@ -12,6 +12,7 @@ row.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,14 +77,17 @@ class ParquetSink:
         if fs.exists(pending) and not fs.ls(pending, detail=False):
             fs.rm(pending, recursive=True)
 
-    def write(self, table: Any, job_id: str, subtask: int, sequence: int) -> int:
+    def write(self, table: Any, job_id: str, subtask: int, sequence: int,
+              attempt_id: str) -> int:
         """Task thread: write an Arrow table as one pending file; returns its rows.
 
         Args:
             table: ``pyarrow.Table``.
             job_id: The job (pending files are per job).
             subtask: Writing subtask index.
-            sequence: The subtask's bundle number (unique per subtask).
+            sequence: The subtask's bundle number (unique per subtask and attempt).
+            attempt_id: The writing Execution attempt; only files of the attempts that
+                finished the job are committed, so a zombie of a failed attempt cannot add rows.
         """
         import pyarrow.parquet as pq
 
@@ -92,17 +96,23 @@ class ParquetSink:
         fs, root = self._fs()
         directory = posixpath.join(root, ".pending", job_id)
         fs.makedirs(directory, exist_ok=True)
-        name = f"part-{job_id[:8]}-{subtask:05d}-{sequence:06d}.parquet"
-        with fs.open(posixpath.join(directory, name), "wb") as f:
+        name = f"part-{job_id[:8]}-{subtask:05d}-{sequence:06d}.{attempt_id}.parquet"
+        tmp = posixpath.join(directory, f".{name}.tmp")
+        with fs.open(tmp, "wb") as f:
             pq.write_table(table, f)
+        fs.mv(tmp, posixpath.join(directory, name))
         return table.num_rows
 
-    def finalize_global(self, job_id: str) -> None:
-        """JobMaster, after every task FINISHED: make the job's files visible (idempotent)."""
+    def finalize_global(self, job_id: str, attempt_ids: Collection[str]) -> None:
+        """JobMaster, after every task FINISHED: make the files written by ``attempt_ids``
+        visible as ``part-<job>-<subtask>-<sequence>.parquet``; drop any other (idempotent)."""
         fs, root = self._fs()
         directory = posixpath.join(root, ".pending", job_id)
         if fs.exists(directory):
             for name in sorted(fs.ls(directory, detail=False)):
-                fs.mv(name, posixpath.join(root, posixpath.basename(name)))
+                base = posixpath.basename(name)
+                stem, _, attempt = base.removesuffix(".parquet").rpartition(".")
+                if stem.startswith("part-") and attempt in attempt_ids:
+                    fs.mv(name, posixpath.join(root, stem + ".parquet"))
         self._remove_pending(fs, root, job_id)
         fs.touch(posixpath.join(root, "_SUCCESS"))

@@ -108,7 +108,8 @@ class SourceStreamTask(SparkStreamTask):
                 return bundle
 
     def _side_output_name(self, sequence: int) -> str:
-        return f"part-{self.tdd.job_id[:8]}-{self.tdd.subtask_index:05d}-{sequence:06d}"
+        return (f"part-{self.tdd.job_id[:8]}-{self.tdd.subtask_index:05d}-{sequence:06d}-"
+                f"{self.tdd.attempt_id[:8]}")
 
     def _emit_watermark(self, watermark: int | None) -> None:
         if watermark is not None and self.tdd.output_partition is not None:
@@ -163,7 +164,9 @@ class SourceStreamTask(SparkStreamTask):
                 out = windowed.withColumn(_ROWS, F.lit(1))
             table, late = _split_late(_collect(out, env.task_name))
             files = write_exchange_files(
-                table, env.working_dir / "exchange" / self.tdd.vertex_id,
+                # per attempt: a zombie of a failed attempt can never overwrite a file that a
+                # later attempt announced
+                table, env.working_dir / "exchange" / self.tdd.vertex_id / self.tdd.attempt_id,
                 f"{self.tdd.subtask_index:03d}-{sequence:06d}", consumers, window.size_ms)
             for target, bundle in files:
                 env.emit(target, bundle)
@@ -171,7 +174,7 @@ class SourceStreamTask(SparkStreamTask):
         elif self.sink is not None:
             table = _collect(frame, env.task_name)
             env.metrics.records_out += self.sink.sink.write(
-                table, self.tdd.job_id, self.tdd.subtask_index, sequence)
+                table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id)
         else:
             raise PipelineError("a source chain must end in a window or a sink", env.task_name)
         env.metrics.bundles += 1

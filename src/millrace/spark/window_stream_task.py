@@ -104,7 +104,7 @@ class WindowStreamTask(SparkStreamTask):
         table = _collect(result, env.task_name)
         assert self.sink is not None
         env.metrics.records_out += self.sink.sink.write(
-            table, self.tdd.job_id, self.tdd.subtask_index, self._sequence)
+            table, self.tdd.job_id, self.tdd.subtask_index, self._sequence, self.tdd.attempt_id)
         env.metrics.bundles += 1
         self._sequence += 1
         self._fired = watermark
@@ -137,7 +137,7 @@ class WindowStreamTask(SparkStreamTask):
         old = self._files
         self._files = []
         if table.num_rows:
-            directory = env.working_dir / "state" / self.tdd.vertex_id
+            directory = env.working_dir / "state" / self.tdd.vertex_id / self.tdd.attempt_id
             directory.mkdir(parents=True, exist_ok=True)
             name = f"{self.tdd.subtask_index:03d}-{self._sequence:06d}-compacted.parquet"
             path = directory / name

@@ -474,7 +474,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             return
         if graph.status is JobStatus.RUNNING and graph.all_finished():
             graph.transition_job(JobStatus.FINISHED)  # sinks commit before the result is out
-            self.on_main_thread(self._io.submit(self._commit_sinks), self._committed)
+            attempts = {jv.vertex_id: {ev.current_execution.attempt_id
+                                       for ev in jv.task_vertices} for jv in graph.vertices}
+            self.on_main_thread(self._io.submit(self._commit_sinks, attempts), self._committed)
         elif graph.status is JobStatus.RESTARTING:
             if all(e.state.is_terminal for e in graph.executions()):
                 self._schedule_restart()
@@ -489,10 +491,17 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         return [op.sink for vertex in self.job_graph.vertices for op in vertex.operators
                 if getattr(op, "sink", None) is not None]
 
-    def _commit_sinks(self) -> None:
-        """I/O executor: make the output of a finished job visible (FinalizeOnMaster)."""
-        for sink in self._sinks():
-            sink.finalize_global(self.job_graph.job_id)
+    def _commit_sinks(self, attempts: dict[JobVertexId, set[ExecutionAttemptId]]) -> None:
+        """I/O executor: make the output of the finishing attempts visible (FinalizeOnMaster).
+
+        Args:
+            attempts: Per vertex, the attempt ids that finished (read on the main thread).
+        """
+        for vertex in self.job_graph.vertices:
+            for op in vertex.operators:
+                sink = getattr(op, "sink", None)
+                if sink is not None:
+                    sink.finalize_global(self.job_graph.job_id, attempts[vertex.vertex_id])
 
     def _abort_sinks(self) -> None:
         """I/O executor: drop the pending output of a job that did not finish."""
