@@ -147,8 +147,9 @@ def _print_summary(console: Console, job_graph, result, conf: Configuration) -> 
         console.print(f"[red]{job_graph.name} {result.status.name}[/] after "
                       f"{result.duration:.1f} s: {result.root_cause}")
         return
+    restarts = result.details.restarts
     console.print(f"[bold green]{job_graph.name} FINISHED[/] in {result.duration:.1f} s "
-                  f"(job {job_graph.job_id})")
+                  f"(job {job_graph.job_id}" + (f", {restarts} restarts)" if restarts else ")"))
     for i, (vertex, details) in enumerate(
             zip(job_graph.vertices, result.details.vertices, strict=True), start=1):
         m = result.accumulators[details.name]

@@ -65,8 +65,9 @@ class ProgressExecutor:
             f"{v.name.split(' -> ')[0].split(' by ')[0]}: "
             + ",".join(f"{n} {s}" for s, n in v.states.items())
             for v in details.vertices)
+        restarts = f" (restarts {details.restarts})" if details.restarts else ""
         progress.update(bar, total=details.splits_total or None,
                         completed=details.splits_assigned,
-                        detail=f"{details.status.name}  {states}")
+                        detail=f"{details.status.name}{restarts}  {states}")
 
 
