@@ -164,7 +164,12 @@ class LocalRpcService:
             fail(future, RecipientUnreachableError(
                 address, f"not an endpoint address of RpcService {self._prefix}<endpoint id>"))
             return future
-        lookup = _PendingLookup(address, gateway_type, fencing_token, future)
+        self._add_lookup(endpoint_id, _PendingLookup(address, gateway_type, fencing_token, future))
+        return future
+
+    def _add_lookup(self, endpoint_id: str, lookup: _PendingLookup) -> None:
+        """Resolve ``lookup`` now if the endpoint is hosted, else when it starts or fail it
+        after the lookup timeout (or at once if the service is closed)."""
         with self._lock:
             endpoint = self._endpoints.get(endpoint_id)
             closed = self._close_future is not None
@@ -173,10 +178,10 @@ class LocalRpcService:
                 lookup.timer = self._timer.schedule(
                     self._lookup_timeout, lambda: self._expire_lookup(endpoint_id, lookup))
         if closed:
-            fail(future, RecipientUnreachableError(address, f"RpcService {self._name} is closed"))
+            fail(lookup.future, RecipientUnreachableError(
+                lookup.address, f"RpcService {self._name} is closed"))
         elif endpoint is not None:
             self._resolve(lookup, endpoint)
-        return future
 
     def schedule_ask_timeout(
         self, future: Future[Any], endpoint_id: str, method: str, timeout: float

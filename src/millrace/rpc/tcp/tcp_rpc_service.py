@@ -293,18 +293,8 @@ class TcpRpcService(LocalRpcService):
     def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
         """The hosted endpoint ``endpoint_id``, waiting up to the lookup timeout for it."""
         future: Future[RpcEndpoint] = Future()
-        lookup = _PendingLookup(self.address_of(endpoint_id), None, None, future)
-        with self._lock:
-            endpoint = self._endpoints.get(endpoint_id)
-            closed = self._close_future is not None
-            if endpoint is None and not closed:
-                self._lookups.setdefault(endpoint_id, []).append(lookup)
-                lookup.timer = self._timer.schedule(
-                    self._lookup_timeout, lambda: self._expire_lookup(endpoint_id, lookup))
-        if closed:
-            fail(future, RecipientUnreachableError(lookup.address, "service closed"))
-        elif endpoint is not None:
-            complete(future, endpoint)
+        self._add_lookup(endpoint_id,
+                         _PendingLookup(self.address_of(endpoint_id), None, None, future))
         return future
 
     def _resolve(self, lookup: _PendingLookup, endpoint: RpcEndpoint) -> None:
