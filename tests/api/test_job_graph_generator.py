@@ -15,7 +15,8 @@ from millrace.api.operators import (
     WindowAssignOperator,
 )
 from millrace.errors import PipelineError
-from millrace.runtime.jobgraph import DistributionPattern
+from millrace.runtime.jobgraph import DistributionPattern, OperatorKind
+from millrace.runtime.jobgraph.user_code import UserCodeError
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -37,9 +38,9 @@ def test_keyed_window_makes_two_chained_vertices_joined_by_a_hash_edge(env) -> N
     graph = env.get_job_graph("job")
 
     first, second = graph.vertices
-    assert [type(op) for op in first.operators] == [
+    assert [type(op.deserialize()) for op in first.operators] == [
         SourceOperator, TransformOperator, LocalWindowAggregateOperator]
-    assert [type(op) for op in second.operators] == [
+    assert [type(op.deserialize()) for op in second.operators] == [
         WindowAggregateOperator, TransformOperator, SinkOperator]
     assert (first.invokable, second.invokable) == (SOURCE_TASK, WINDOW_TASK)
     assert first.is_source and not second.is_source
@@ -56,13 +57,13 @@ def test_non_decomposable_aggregate_ships_records(env) -> None:
     (source(env).key_by("k").window(tumbling("1 h"))
      .agg(F.count_distinct("x").alias("d")).sink_to(ParquetSink("out")))
     first, _ = env.get_job_graph("job").vertices
-    assert isinstance(first.operators[-1], WindowAssignOperator)
+    assert isinstance(first.operators[-1].deserialize(), WindowAssignOperator)
 
 
 def test_source_straight_into_a_sink_is_one_vertex(env) -> None:
     source(env).transform(lambda df: df).sink_to(ParquetSink("out"))
     (vertex,) = env.get_job_graph("job").vertices
-    assert [type(op) for op in vertex.operators] == [
+    assert [type(op.deserialize()) for op in vertex.operators] == [
         SourceOperator, TransformOperator, SinkOperator]
 
 
@@ -103,3 +104,32 @@ def test_api_rejects_bad_arguments(env) -> None:
         stream.key_by()
     with pytest.raises(ValueError):
         stream.key_by("k").window(tumbling("1 day")).agg()
+
+
+def test_operators_travel_as_user_code_with_exact_spark_columns(env) -> None:
+    from pyspark.sql import functions as F
+
+    threshold = 15  # captured by the closure, travels by value
+    (source(env).transform(lambda df: df.where(F.col("d") > threshold), name="late ones")
+     .key_by("k").window(tumbling("1 day"))
+     .agg(F.sum(F.col("a b") * 2).alias("x y"), F.avg("d").alias("avg d"))
+     .sink_to(ParquetSink("out")))
+    first, second = env.get_job_graph("job").vertices
+
+    assert [op.kind for op in first.operators] == [
+        OperatorKind.SOURCE, OperatorKind.TRANSFORM, OperatorKind.PARTITION]
+    assert [op.name for op in second.operators][-1] == "Sink: parquet at out"
+    window = second.operators[0].deserialize()
+    assert window.plan.decomposable and window.plan.names == ("x y", "avg d")
+    assert str(window.plan.columns[0]) == str(F.sum(F.col("a b") * 2).alias("x y"))
+    transform = first.operators[1].deserialize()
+    frame = env.spark.createDataFrame([(10,), (20,)], "d int")
+    assert [r.d for r in transform.fn(frame).collect()] == [20]
+
+
+def test_user_code_capturing_the_spark_session_is_rejected_with_advice(env) -> None:
+    spark = env.spark
+    stream = source(env).transform(lambda df: df.join(spark.range(3), "id"))
+    stream.sink_to(ParquetSink("out"))
+    with pytest.raises(UserCodeError, match=r"SparkSession .*df\.sparkSession"):
+        env.get_job_graph("job")

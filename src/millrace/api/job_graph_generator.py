@@ -4,6 +4,9 @@ Chaining (seed 002): consecutive operators with a forward connection and equal p
 one task, so each bundle of a subtask costs one Spark job for the whole chain. A ``key_by`` ends a
 chain with a HASH edge. Before a keyed window with decomposable aggregates, the upstream chain
 ends with a local pre-aggregation (Flink's local-global aggregation).
+
+Every operator is serialized here, in the client, exactly as it will travel to a remote
+cluster (``SerializedOperator``), so the embedded cluster runs what a standalone one would.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from millrace.api.transformations import (
     WindowAggregateTransformation,
 )
 from millrace.errors import PipelineError
-from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
+from millrace.runtime.jobgraph import (
+    DistributionPattern,
+    JobEdge,
+    JobGraph,
+    JobVertex,
+    OperatorKind,
+    SerializedOperator,
+)
 
 __all__ = ["SOURCE_TASK", "WINDOW_TASK", "generate_job_graph"]
 
@@ -41,6 +51,7 @@ def generate_job_graph(
     Raises:
         PipelineError: If the pipeline has no sink, branches, or uses a construct that cannot be
             chained (a parallelism change without key_by, a window without event time).
+        UserCodeError: If an operator's user code cannot be serialized.
     """
     if not sinks:
         raise PipelineError("the pipeline has no sink: call sink_to() before execute()")
@@ -123,9 +134,20 @@ def _build_vertices(
     _finish(current, operators, vertices)
 
 
+_KINDS: dict[type, OperatorKind] = {
+    SourceOperator: OperatorKind.SOURCE,
+    TransformOperator: OperatorKind.TRANSFORM,
+    LocalWindowAggregateOperator: OperatorKind.PARTITION,
+    WindowAssignOperator: OperatorKind.PARTITION,
+    WindowAggregateOperator: OperatorKind.WINDOW,
+    SinkOperator: OperatorKind.SINK,
+}
+
+
 def _finish(vertex: JobVertex, operators: list[object], vertices: list[JobVertex]) -> None:
-    vertex.operators = tuple(operators)
     names = [getattr(op, "name", type(op).__name__.removesuffix("Operator")) for op in operators]
+    vertex.operators = tuple(SerializedOperator.of(_KINDS[type(op)], name, op)
+                             for op, name in zip(operators, names, strict=True))
     vertex.name = " -> ".join(names)
     vertices.append(vertex)
 

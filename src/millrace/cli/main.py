@@ -19,12 +19,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from millrace.api.operators import SinkOperator
 from millrace.api.stream_execution_environment import clear_context, set_context
 from millrace.cli.progress import ProgressExecutor
 from millrace.config import ClusterOptions, Configuration, PipelineOptions, all_options
 from millrace.errors import ConfigError, JobExecutionError, MillraceError
 from millrace.runtime.job_result import JobResultSuccess
+from millrace.runtime.jobgraph import OperatorKind
 from millrace.runtime.minicluster import MiniCluster
 
 __all__ = ["app"]
@@ -160,9 +160,9 @@ def _print_summary(console: Console, job_graph, result, conf: Configuration) -> 
                       highlight=False)
     for vertex in job_graph.vertices:
         for op in vertex.operators:
-            if isinstance(op, SinkOperator):
+            if op.kind is OperatorKind.SINK:
                 rows = result.accumulators[vertex.name].records_out
-                console.print(f"rows written: {rows:,} -> {op.sink.describe()}")
+                console.print(f"rows written: {rows:,} -> {op.name.removeprefix('Sink: ')}")
     dead = sum(m.dead_letters for m in result.accumulators.values())
     late = sum(m.late_records for m in result.accumulators.values())
     if dead or late:

@@ -1,8 +1,8 @@
 """The registry of control-plane messages that may cross process boundaries (seed 000, 004).
 
 Type ids are part of the wire format: never reuse or renumber one; add new messages at the
-end. ``TaskDeploymentDescriptor`` is not here: its operators are user code and travel in the
-job artifact, referenced by id.
+end. User code (the operators of a JobGraph and of a TaskDeploymentDescriptor) travels inside
+them as opaque bytes (``SerializedOperator.payload``) that only the tasks and the JobMaster load.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from millrace.runtime.deployment import (
     Acknowledge,
     InputChannelDescriptor,
     SlotOffer,
+    TaskDeploymentDescriptor,
     TaskExecutionState,
     TaskOperationResult,
 )
@@ -28,6 +29,14 @@ from millrace.runtime.job_result import (
     JobResultFailure,
     JobResultSuccess,
     VertexDetails,
+)
+from millrace.runtime.jobgraph import (
+    DistributionPattern,
+    JobEdge,
+    JobGraph,
+    JobVertex,
+    OperatorKind,
+    SerializedOperator,
 )
 from millrace.runtime.registration import (
     AcknowledgeRegistration,
@@ -63,6 +72,13 @@ CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
     (21, JobResultSuccess),
     (22, JobResultFailure),
     (23, TaskManagerInfo),
+    (24, OperatorKind),
+    (25, SerializedOperator),
+    (26, DistributionPattern),
+    (27, JobEdge),
+    (28, JobVertex),
+    (29, JobGraph),
+    (30, TaskDeploymentDescriptor),
 )
 
 

@@ -1,16 +1,15 @@
 """Messages that place and run tasks: slot offers, SubmitTask, task state updates.
 
 ``TaskDeploymentDescriptor`` is Flink's SubmitTask payload: everything a TaskExecutor needs to
-run one subtask. It carries the chained operators as objects, which the in-process transport
-passes by reference; a remote transport ships them inside the job artifact.
+run one subtask, its chained operators included as serialized user code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
+from millrace.runtime.jobgraph import SerializedOperator
 from millrace.types import (
     Address,
     AllocationId,
@@ -71,7 +70,7 @@ class TaskDeploymentDescriptor:
         attempt_id: The Execution attempt.
         allocation_id: The slot it runs in.
         invokable: ``module:Class`` of the data-plane task.
-        operators: The chained operator descriptors.
+        operators: The chained operators (user code, loaded by the task).
         is_source: Whether it reads input splits.
         output_partition: Result partition it produces, or None for a sink-only chain.
         num_subpartitions: Consumer subtasks of the output partition.
@@ -90,7 +89,7 @@ class TaskDeploymentDescriptor:
     attempt_id: ExecutionAttemptId
     allocation_id: AllocationId
     invokable: str
-    operators: tuple[Any, ...]
+    operators: tuple[SerializedOperator, ...]
     is_source: bool
     output_partition: ResultPartitionId | None
     num_subpartitions: int

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
 
     settings = dict(_DEFAULTS)
+    settings["spark.pyspark.python"] = sys.executable  # Python UDFs need this venv's packages
     settings["spark.master"] = configuration.get(SparkOptions.MASTER)
     settings["spark.driver.memory"] = configuration.get(SparkOptions.DRIVER_MEMORY)
     settings["spark.sql.shuffle.partitions"] = str(

@@ -26,12 +26,13 @@ class SparkStreamTask(AbstractInvokable):
     def __init__(self, environment: TaskEnvironment) -> None:
         super().__init__(environment)
         self.tdd = environment.tdd
-        self.operators = tuple(environment.tdd.operators)
+        self._spark: Any = None
+        _ = self.spark  # the chain's Spark columns load into this process's SparkContext
+        self.operators = tuple(op.deserialize() for op in environment.tdd.operators)
         self.transforms = [op for op in self.operators if isinstance(op, TransformOperator)]
         sinks = [op for op in self.operators if isinstance(op, SinkOperator)]
         self.sink: SinkOperator | None = sinks[0] if sinks else None
         self.ask_timeout = environment.configuration.get(RpcOptions.ASK_TIMEOUT)
-        self._spark: Any = None
 
     @property
     def spark(self) -> Any:

@@ -1,5 +1,19 @@
 """The JobGraph submitted by clients."""
 
-from millrace.runtime.jobgraph.job_graph import DistributionPattern, JobEdge, JobGraph, JobVertex
+from millrace.runtime.jobgraph.job_graph import (
+    DistributionPattern,
+    JobEdge,
+    JobGraph,
+    JobVertex,
+    OperatorKind,
+    SerializedOperator,
+)
 
-__all__ = ["DistributionPattern", "JobEdge", "JobGraph", "JobVertex"]
+__all__ = [
+    "DistributionPattern",
+    "JobEdge",
+    "JobGraph",
+    "JobVertex",
+    "OperatorKind",
+    "SerializedOperator",
+]

@@ -1,19 +1,75 @@
 """JobGraph: the job as submitted — JobVertices (chains of operators) joined by JobEdges.
 
 A JobVertex is what one task runs: a chain of operators (seed 002: operator chaining) executed by
-an invokable of the data plane. The runtime treats the chain as opaque; only ``millrace.spark``
-interprets it.
+an invokable of the data plane. Each operator is user code serialized by the client
+(:class:`SerializedOperator`); the runtime reads only the kind and name, loads source and sink
+connectors in the JobMaster, and leaves the rest to ``millrace.spark`` in the tasks.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from millrace.runtime.jobgraph.user_code import deserialize_user_code, serialize_user_code
 from millrace.types import JobId, JobVertexId, new_id
 
-__all__ = ["DistributionPattern", "JobEdge", "JobGraph", "JobVertex"]
+__all__ = [
+    "DistributionPattern",
+    "JobEdge",
+    "JobGraph",
+    "JobVertex",
+    "OperatorKind",
+    "SerializedOperator",
+]
+
+
+class OperatorKind(enum.Enum):
+    """What a chained operator does, as far as the runtime needs to know.
+
+    SOURCE reads input splits (its connector enumerates them in the JobMaster); SINK writes
+    output (its connector is prepared and committed by the JobMaster); the others run only in
+    tasks.
+    """
+
+    SOURCE = "SOURCE"
+    TRANSFORM = "TRANSFORM"
+    PARTITION = "PARTITION"
+    WINDOW = "WINDOW"
+    SINK = "SINK"
+
+
+@dataclass(frozen=True)
+class SerializedOperator:
+    """One chained operator as user-code bytes (Flink's serialized operator in StreamConfig).
+
+    Attributes:
+        kind: What the operator does.
+        name: Operator name shown to users, e.g. ``Sink: parquet at out/delays``.
+        payload: The operator descriptor pickled by ``serialize_user_code``.
+    """
+
+    kind: OperatorKind
+    name: str
+    payload: bytes
+
+    @classmethod
+    def of(cls, kind: OperatorKind, name: str, operator: object) -> SerializedOperator:
+        """Serialize ``operator``.
+
+        Raises:
+            UserCodeError: If the operator references something that cannot be serialized.
+        """
+        return cls(kind, name, serialize_user_code(operator, f"operator {name!r}"))
+
+    def deserialize(self) -> Any:
+        """The operator descriptor.
+
+        Raises:
+            UserCodeError: If it cannot be loaded in this process.
+        """
+        return deserialize_user_code(self.payload, f"operator {self.name!r}")
 
 
 class DistributionPattern(enum.Enum):
@@ -52,7 +108,7 @@ class JobVertex:
         name: Human-readable chain name, e.g. ``Source: files -> transform``.
         parallelism: Number of subtasks (>= 1).
         invokable: Dotted path ``module:Class`` of the data-plane task that runs the chain.
-        operators: The chained operator descriptors, in order (opaque to the runtime).
+        operators: The chained operators, serialized, in order.
         is_source: Whether the vertex reads input splits (deployed eagerly).
         vertex_id: Unique id (generated).
     """
@@ -60,7 +116,7 @@ class JobVertex:
     name: str
     parallelism: int
     invokable: str
-    operators: Sequence[object] = ()
+    operators: tuple[SerializedOperator, ...] = ()
     is_source: bool = False
     vertex_id: JobVertexId = field(default_factory=lambda: JobVertexId(new_id()))
 

@@ -48,7 +48,7 @@ from millrace.runtime.job_result import (
     JobResultSuccess,
     VertexDetails,
 )
-from millrace.runtime.jobgraph import JobGraph
+from millrace.runtime.jobgraph import JobGraph, OperatorKind
 from millrace.runtime.jobmaster.input_split_assigner import InputSplitAssigner
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
@@ -65,6 +65,14 @@ from millrace.types import (
 __all__ = ["JobMaster"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Preparation:
+    """What the I/O executor prepared: split assigners per source vertex, sink connectors."""
+
+    assigners: dict[JobVertexId, InputSplitAssigner]
+    sinks: list[tuple[JobVertexId, Any]]
 
 
 @dataclass
@@ -106,6 +114,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._io = io_executor
         self._resource_manager: ResourceManagerGateway | None = None
         self._assigners: dict[JobVertexId, InputSplitAssigner] = {}
+        self._sink_connectors: list[tuple[JobVertexId, Any]] = []
         self._pending_allocations: list[AllocationId] = []
         self._slots: list[_Slot] = []
         self._deployed_vertices: set[JobVertexId] = set()
@@ -142,25 +151,30 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             self._fail_job("the JobMaster stopped before the job ended")
         self._complete()
 
-    def _prepare(self) -> dict[JobVertexId, InputSplitAssigner]:
-        """I/O executor: enumerate input splits, prepare sinks (Flink's InitializeOnMaster)."""
+    def _prepare(self) -> _Preparation:
+        """I/O executor: load the source and sink connectors (user code), enumerate input
+        splits, prepare the sinks (Flink's InitializeOnMaster)."""
         assigners = {}
+        sinks: list[tuple[JobVertexId, Any]] = []
         for vertex in self.job_graph.vertices:
             for op in vertex.operators:
-                source = getattr(op, "source", None)
-                if source is not None:
-                    splits = source.create_input_splits(getattr(op, "event_time", None))
+                if op.kind is OperatorKind.SOURCE:
+                    source_op = op.deserialize()
+                    splits = source_op.source.create_input_splits(source_op.event_time)
                     assigners[vertex.vertex_id] = InputSplitAssigner(splits)
-        for sink in self._sinks():
+                elif op.kind is OperatorKind.SINK:
+                    sinks.append((vertex.vertex_id, op.deserialize().sink))
+        for _, sink in sinks:
             sink.initialize_global(self.job_graph.job_id)
-        return assigners
+        return _Preparation(assigners, sinks)
 
-    def _prepared(self, preparing: Future[dict[JobVertexId, InputSplitAssigner]]) -> None:
+    def _prepared(self, preparing: Future[_Preparation]) -> None:
         if preparing.exception() is not None:
             self._fail_job(f"preparing the job failed: {_describe(preparing.exception())}")
             self._complete()
             return
-        self._assigners = preparing.result()
+        self._assigners = preparing.result().assigners
+        self._sink_connectors = preparing.result().sinks
         connecting = self.rpc_service.connect(self._rm_address, ResourceManagerGateway)
         self.on_main_thread(connecting, self._request_slots)
 
@@ -425,15 +439,16 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             slot.gateway.release_partitions(self.job_graph.job_id)
         self.execution_graph.reset_for_restart()
         self._deployed_vertices.clear()
-        self.on_main_thread(self._io.submit(self._prepare_restart), self._restarted)
+        self.on_main_thread(self._io.submit(self._prepare_restart, self._sink_connectors),
+                            self._restarted)
 
-    def _prepare_restart(self) -> dict[JobVertexId, InputSplitAssigner]:
+    def _prepare_restart(self, sinks: list[tuple[JobVertexId, Any]]) -> _Preparation:
         """I/O executor: drop the failed attempt's files and pending output, enumerate again."""
         shutil.rmtree(self._working_dir, ignore_errors=True)
-        self._abort_sinks()
+        self._abort_sinks(sinks)
         return self._prepare()
 
-    def _restarted(self, preparing: Future[dict[JobVertexId, InputSplitAssigner]]) -> None:
+    def _restarted(self, preparing: Future[_Preparation]) -> None:
         if self.execution_graph.status is not JobStatus.RESTARTING:
             return
         if preparing.exception() is not None:
@@ -441,7 +456,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             self._fail_job(f"restarting failed: {_describe(preparing.exception())}")
             self._maybe_complete()
             return
-        self._assigners = preparing.result()
+        self._assigners = preparing.result().assigners
+        self._sink_connectors = preparing.result().sinks
         self.execution_graph.transition_job(JobStatus.RUNNING)
         logger.info("job %s: restart %d; %d of %d slots held", self.job_graph.name,
                     self.restarts, len(self._slots), self.job_graph.slots_required())
@@ -476,7 +492,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             graph.transition_job(JobStatus.FINISHED)  # sinks commit before the result is out
             attempts = {jv.vertex_id: {ev.current_execution.attempt_id
                                        for ev in jv.task_vertices} for jv in graph.vertices}
-            self.on_main_thread(self._io.submit(self._commit_sinks, attempts), self._committed)
+            self.on_main_thread(self._io.submit(self._commit_sinks, self._sink_connectors,
+                                                attempts), self._committed)
         elif graph.status is JobStatus.RESTARTING:
             if all(e.state.is_terminal for e in graph.executions()):
                 self._schedule_restart()
@@ -486,26 +503,20 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                                  else JobStatus.FAILED)
             self._complete()
 
-    def _sinks(self) -> list[Any]:
-        """The sink connectors of the job's operators."""
-        return [op.sink for vertex in self.job_graph.vertices for op in vertex.operators
-                if getattr(op, "sink", None) is not None]
-
-    def _commit_sinks(self, attempts: dict[JobVertexId, set[ExecutionAttemptId]]) -> None:
+    def _commit_sinks(self, sinks: list[tuple[JobVertexId, Any]],
+                      attempts: dict[JobVertexId, set[ExecutionAttemptId]]) -> None:
         """I/O executor: make the output of the finishing attempts visible (FinalizeOnMaster).
 
         Args:
+            sinks: The sink connectors and their vertices.
             attempts: Per vertex, the attempt ids that finished (read on the main thread).
         """
-        for vertex in self.job_graph.vertices:
-            for op in vertex.operators:
-                sink = getattr(op, "sink", None)
-                if sink is not None:
-                    sink.finalize_global(self.job_graph.job_id, attempts[vertex.vertex_id])
+        for vertex_id, sink in sinks:
+            sink.finalize_global(self.job_graph.job_id, attempts[vertex_id])
 
-    def _abort_sinks(self) -> None:
+    def _abort_sinks(self, sinks: list[tuple[JobVertexId, Any]]) -> None:
         """I/O executor: drop the pending output of a job that did not finish."""
-        for sink in self._sinks():
+        for _, sink in sinks:
             try:
                 sink.abort_global(self.job_graph.job_id)
             except Exception:
@@ -537,7 +548,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             if not graph.status.is_globally_terminal:
                 graph.status = (JobStatus.CANCELED if graph.status is JobStatus.CANCELLING
                                 else JobStatus.FAILED)
-            self._io.submit(self._abort_sinks)
+            self._io.submit(self._abort_sinks, self._sink_connectors)
         details = self._details()
         duration = self._end - self._start
         result: JobResult
