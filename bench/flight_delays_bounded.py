@@ -39,9 +39,13 @@ def main() -> None:
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     work = Path(tempfile.mkdtemp(prefix="millrace-bench-"))
-    conf = Configuration({"parallelism.default": args.parallelism,
-                          "io.tmp.dirs": str(work / "tmp"),
-                          "spark.sql.shuffle.partitions": 2})
+    conf = Configuration(
+        {
+            "parallelism.default": args.parallelism,
+            "io.tmp.dirs": str(work / "tmp"),
+            "spark.sql.shuffle.partitions": 2,
+        }
+    )
     started = time.perf_counter()
     spark = create_spark_session(conf, app_name="bench-flight-delays")
     spark_start = time.perf_counter() - started
@@ -56,12 +60,20 @@ def main() -> None:
     def spark_batch_run() -> float:
         t0 = time.perf_counter()
         flights = spark.read.parquet(args.input)
-        (flights.where(F.col("dep_delay").isNotNull())
-         .groupBy("carrier", F.window("time_hour", "1 day").alias("w"))
-         .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-         .select("carrier", F.col("w.start").alias("window_start"),
-                 F.col("w.end").alias("window_end"), "flights", "avg_dep_delay")
-         .write.mode("overwrite").parquet(str(work / "spark-out")))
+        (
+            flights.where(F.col("dep_delay").isNotNull())
+            .groupBy("carrier", F.window("time_hour", "1 day").alias("w"))
+            .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+            .select(
+                "carrier",
+                F.col("w.start").alias("window_start"),
+                F.col("w.end").alias("window_end"),
+                "flights",
+                "avg_dep_delay",
+            )
+            .write.mode("overwrite")
+            .parquet(str(work / "spark-out"))
+        )
         return time.perf_counter() - t0
 
     contenders = {"millrace": millrace_run, "spark batch": spark_batch_run}
@@ -75,12 +87,16 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
 
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"flight delays, bounded, 336,776 events, parallelism {args.parallelism}, "
-          f"{args.runs} runs after warm-up (Spark start {spark_start:.1f} s, not counted)")
+    print(
+        f"flight delays, bounded, 336,776 events, parallelism {args.parallelism}, "
+        f"{args.runs} runs after warm-up (Spark start {spark_start:.1f} s, not counted)"
+    )
     print(f"{'contender':<14}{'median s':>10}{'min s':>9}{'max s':>9}{'events/s':>11}")
     for name, values in times.items():
-        print(f"{name:<14}{medians[name]:>10.2f}{min(values):>9.2f}{max(values):>9.2f}"
-              f"{336_776 / medians[name]:>11,.0f}")
+        print(
+            f"{name:<14}{medians[name]:>10.2f}{min(values):>9.2f}{max(values):>9.2f}"
+            f"{336_776 / medians[name]:>11,.0f}"
+        )
     ratio = medians["millrace"] / medians["spark batch"]
     print(f"ratio millrace / spark batch (time): {ratio:.2f}x")
 

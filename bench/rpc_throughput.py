@@ -56,8 +56,13 @@ def _percentiles(latencies: list[float]) -> tuple[float, float]:
     return statistics.median(latencies), latencies[int(len(latencies) * 0.99) - 1]
 
 
-def measure(tell: Callable[[int], object], flush: Callable[[], object],
-            ask: Callable[[int], object], tells: int, asks: int) -> Result:
+def measure(
+    tell: Callable[[int], object],
+    flush: Callable[[], object],
+    ask: Callable[[int], object],
+    tells: int,
+    asks: int,
+) -> Result:
     for i in range(200):  # warm-up
         ask(i)
     started = time.perf_counter()
@@ -79,8 +84,13 @@ def millrace_local(tells: int, asks: int) -> Result:
     endpoint.start()
     gateway = service.connect(endpoint.address, BenchGateway).result(10)
     try:
-        return measure(gateway.bump, lambda: gateway.echo(0).result(60),
-                       lambda i: gateway.echo(i).result(10), tells, asks)
+        return measure(
+            gateway.bump,
+            lambda: gateway.echo(0).result(60),
+            lambda i: gateway.echo(i).result(10),
+            tells,
+            asks,
+        )
     finally:
         service.close_async().result(10)
 
@@ -93,8 +103,13 @@ def millrace_tcp(tells: int, asks: int) -> Result:
     endpoint.start()
     gateway = client.connect(endpoint.address, BenchGateway).result(10)
     try:
-        return measure(gateway.bump, lambda: gateway.echo(0).result(120),
-                       lambda i: gateway.echo(i).result(10), tells, asks)
+        return measure(
+            gateway.bump,
+            lambda: gateway.echo(0).result(120),
+            lambda i: gateway.echo(i).result(10),
+            tells,
+            asks,
+        )
     finally:
         client.close_async().result(10)
         server.close_async().result(10)
@@ -115,8 +130,13 @@ class PykkaBench(pykka.ThreadingActor):
 def pykka_actor(tells: int, asks: int) -> Result:
     ref = PykkaBench.start()
     try:
-        return measure(lambda v: ref.tell(("bump", v)), lambda: ref.ask(("echo", 0)),
-                       lambda i: ref.ask(("echo", i)), tells, asks)
+        return measure(
+            lambda v: ref.tell(("bump", v)),
+            lambda: ref.ask(("echo", 0)),
+            lambda i: ref.ask(("echo", i)),
+            tells,
+            asks,
+        )
     finally:
         ref.stop()
 
@@ -228,12 +248,18 @@ def main() -> None:
     queue, echo = results["asyncio queue (floor)"], results["asyncio tcp echo (floor)"]
     pykka_r = results["pykka"]
     print("ratios:")
-    print(f"  in-process vs asyncio queue floor: tells {queue[0] / local[0]:.2f}x slower, "
-          f"ask p50 {local[1] / queue[1]:.2f}x, p99 {local[2] / queue[2]:.2f}x")
-    print(f"  tcp vs asyncio tcp echo floor:     tells {echo[0] / tcp[0]:.2f}x slower, "
-          f"ask p50 {tcp[1] / echo[1]:.2f}x, p99 {tcp[2] / echo[2]:.2f}x")
-    print(f"  in-process vs pykka:               tells {local[0] / pykka_r[0]:.2f}x as many/s, "
-          f"ask p50 {local[1] / pykka_r[1]:.2f}x")
+    print(
+        f"  in-process vs asyncio queue floor: tells {queue[0] / local[0]:.2f}x slower, "
+        f"ask p50 {local[1] / queue[1]:.2f}x, p99 {local[2] / queue[2]:.2f}x"
+    )
+    print(
+        f"  tcp vs asyncio tcp echo floor:     tells {echo[0] / tcp[0]:.2f}x slower, "
+        f"ask p50 {tcp[1] / echo[1]:.2f}x, p99 {tcp[2] / echo[2]:.2f}x"
+    )
+    print(
+        f"  in-process vs pykka:               tells {local[0] / pykka_r[0]:.2f}x as many/s, "
+        f"ask p50 {local[1] / pykka_r[1]:.2f}x"
+    )
 
 
 if __name__ == "__main__":

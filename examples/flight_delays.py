@@ -19,15 +19,18 @@ from millrace import FileSource, ParquetSink, StreamExecutionEnvironment, tumbli
 
 def departed(flights):
     """Flights with a departure delay, reduced to the columns the aggregation needs."""
-    return flights.where(F.col("dep_delay").isNotNull()).select(
-        "carrier", "time_hour", "dep_delay")
+    return flights.where(F.col("dep_delay").isNotNull()).select("carrier", "time_hour", "dep_delay")
 
 
 def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str) -> None:
     """Add the flight-delays pipeline to ``env``."""
     (
-        env.from_source(FileSource.parquet(input_dir), event_time="time_hour",
-                        max_out_of_orderness="1 h", name="flights")
+        env.from_source(
+            FileSource.parquet(input_dir),
+            event_time="time_hour",
+            max_out_of_orderness="1 h",
+            name="flights",
+        )
         .transform(departed, name="departed")
         .key_by("carrier")
         .window(tumbling("1 day"))

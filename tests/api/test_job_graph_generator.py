@@ -33,15 +33,28 @@ def source(env):
 def test_keyed_window_makes_two_chained_vertices_joined_by_a_hash_edge(env) -> None:
     from pyspark.sql import functions as F
 
-    (source(env).transform(lambda df: df).key_by("k").window(tumbling("1 day"))
-     .agg(F.count("*").alias("n")).transform(lambda df: df).sink_to(ParquetSink("out")))
+    (
+        source(env)
+        .transform(lambda df: df)
+        .key_by("k")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("n"))
+        .transform(lambda df: df)
+        .sink_to(ParquetSink("out"))
+    )
     graph = env.get_job_graph("job")
 
     first, second = graph.vertices
     assert [type(op.deserialize()) for op in first.operators] == [
-        SourceOperator, TransformOperator, LocalWindowAggregateOperator]
+        SourceOperator,
+        TransformOperator,
+        LocalWindowAggregateOperator,
+    ]
     assert [type(op.deserialize()) for op in second.operators] == [
-        WindowAggregateOperator, TransformOperator, SinkOperator]
+        WindowAggregateOperator,
+        TransformOperator,
+        SinkOperator,
+    ]
     assert (first.invokable, second.invokable) == (SOURCE_TASK, WINDOW_TASK)
     assert first.is_source and not second.is_source
     assert (first.parallelism, second.parallelism) == (3, 3)
@@ -54,8 +67,13 @@ def test_keyed_window_makes_two_chained_vertices_joined_by_a_hash_edge(env) -> N
 def test_non_decomposable_aggregate_ships_records(env) -> None:
     from pyspark.sql import functions as F
 
-    (source(env).key_by("k").window(tumbling("1 h"))
-     .agg(F.count_distinct("x").alias("d")).sink_to(ParquetSink("out")))
+    (
+        source(env)
+        .key_by("k")
+        .window(tumbling("1 h"))
+        .agg(F.count_distinct("x").alias("d"))
+        .sink_to(ParquetSink("out"))
+    )
     first, _ = env.get_job_graph("job").vertices
     assert isinstance(first.operators[-1].deserialize(), WindowAssignOperator)
 
@@ -64,7 +82,10 @@ def test_source_straight_into_a_sink_is_one_vertex(env) -> None:
     source(env).transform(lambda df: df).sink_to(ParquetSink("out"))
     (vertex,) = env.get_job_graph("job").vertices
     assert [type(op.deserialize()) for op in vertex.operators] == [
-        SourceOperator, TransformOperator, SinkOperator]
+        SourceOperator,
+        TransformOperator,
+        SinkOperator,
+    ]
 
 
 def test_no_sink_is_an_error(env) -> None:
@@ -76,8 +97,13 @@ def test_no_sink_is_an_error(env) -> None:
 def test_window_needs_event_time(env) -> None:
     from pyspark.sql import functions as F
 
-    (env.from_source(FileSource.parquet("in")).key_by("k").window(tumbling("1 day"))
-     .agg(F.count("*").alias("n")).sink_to(ParquetSink("out")))
+    (
+        env.from_source(FileSource.parquet("in"))
+        .key_by("k")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("n"))
+        .sink_to(ParquetSink("out"))
+    )
     with pytest.raises(PipelineError, match="event_time"):
         env.get_job_graph("job")
 
@@ -110,14 +136,21 @@ def test_operators_travel_as_user_code_with_exact_spark_columns(env) -> None:
     from pyspark.sql import functions as F
 
     threshold = 15  # captured by the closure, travels by value
-    (source(env).transform(lambda df: df.where(F.col("d") > threshold), name="late ones")
-     .key_by("k").window(tumbling("1 day"))
-     .agg(F.sum(F.col("a b") * 2).alias("x y"), F.avg("d").alias("avg d"))
-     .sink_to(ParquetSink("out")))
+    (
+        source(env)
+        .transform(lambda df: df.where(F.col("d") > threshold), name="late ones")
+        .key_by("k")
+        .window(tumbling("1 day"))
+        .agg(F.sum(F.col("a b") * 2).alias("x y"), F.avg("d").alias("avg d"))
+        .sink_to(ParquetSink("out"))
+    )
     first, second = env.get_job_graph("job").vertices
 
     assert [op.kind for op in first.operators] == [
-        OperatorKind.SOURCE, OperatorKind.TRANSFORM, OperatorKind.PARTITION]
+        OperatorKind.SOURCE,
+        OperatorKind.TRANSFORM,
+        OperatorKind.PARTITION,
+    ]
     assert [op.name for op in second.operators][-1] == "Sink: parquet at out"
     window = second.operators[0].deserialize()
     assert window.plan.decomposable and window.plan.names == ("x y", "avg d")

@@ -11,15 +11,21 @@ from tests.integration.helpers import ROOT, run_cli
 
 
 def test_bad_configuration_exits_2_naming_the_key(tmp_path) -> None:
-    result = run_cli(["run", str(ROOT / "examples" / "flight_delays.py"),
-                      "-D", "parallelism.default=0"], cwd=tmp_path, timeout=120)
+    result = run_cli(
+        ["run", str(ROOT / "examples" / "flight_delays.py"), "-D", "parallelism.default=0"],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "parallelism.default" in result.stdout and ">= 1" in result.stdout
 
 
 def test_unknown_key_exits_2_with_a_suggestion(tmp_path) -> None:
-    result = run_cli(["run", str(ROOT / "examples" / "flight_delays.py"),
-                      "-D", "paralelism.default=3"], cwd=tmp_path, timeout=120)
+    result = run_cli(
+        ["run", str(ROOT / "examples" / "flight_delays.py"), "-D", "paralelism.default=3"],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "did you mean 'parallelism.default'" in result.stdout
 
@@ -28,8 +34,17 @@ def test_unknown_key_exits_2_with_a_suggestion(tmp_path) -> None:
 @pytest.mark.spark
 def test_run_writes_the_output_prints_the_summary_and_exits_0(flights_dir, tmp_path) -> None:
     out = tmp_path / "out"
-    result = run_cli(["run", str(ROOT / "examples" / "flight_delays.py"), str(flights_dir),
-                      str(out), "-D", f"io.tmp.dirs={tmp_path / 'tmp'}"], cwd=tmp_path)
+    result = run_cli(
+        [
+            "run",
+            str(ROOT / "examples" / "flight_delays.py"),
+            str(flights_dir),
+            str(out),
+            "-D",
+            f"io.tmp.dirs={tmp_path / 'tmp'}",
+        ],
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "rows written: 5,430" in result.stdout
     assert "336,776" in result.stdout  # records in of the source vertex
@@ -51,9 +66,9 @@ def test_failing_job_exits_1_with_the_root_cause(flights_dir, tmp_path) -> None:
         " .transform(lambda df: df.withColumn('x', F.col('missing_column')))\n"
         " .key_by('carrier').window(tumbling('1 day')).agg(F.count('*').alias('n'))\n"
         f" .sink_to(ParquetSink({str(tmp_path / 'out')!r})))\n"
-        "env.execute('broken')\n")
-    result = run_cli(["run", str(script), "-D", f"io.tmp.dirs={tmp_path / 'tmp'}"],
-                     cwd=tmp_path)
+        "env.execute('broken')\n"
+    )
+    result = run_cli(["run", str(script), "-D", f"io.tmp.dirs={tmp_path / 'tmp'}"], cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "job failed" in result.stdout
     assert "missing_column" in result.stdout

@@ -39,22 +39,35 @@ def expected_flight_delays(flights: pd.DataFrame) -> pd.DataFrame:
     departed = flights[flights["dep_delay"].notna()].copy()
     departed["window_start"] = departed["time_hour"].dt.floor("D")
     out = departed.groupby(["carrier", "window_start"], as_index=False).agg(
-        flights=("dep_delay", "size"), avg_dep_delay=("dep_delay", "mean"))
+        flights=("dep_delay", "size"), avg_dep_delay=("dep_delay", "mean")
+    )
     out["window_end"] = out["window_start"] + pd.Timedelta(days=1)
     return out.sort_values(["carrier", "window_start"], ignore_index=True)
 
 
 def read_flights(directory: Path) -> pd.DataFrame:
-    return pd.concat([pq.read_table(f).to_pandas()
-                      for f in sorted(directory.glob("*.parquet"))], ignore_index=True)
+    return pd.concat(
+        [pq.read_table(f).to_pandas() for f in sorted(directory.glob("*.parquet"))],
+        ignore_index=True,
+    )
 
 
 def assert_same_result(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
     """Same (carrier, window) rows, exact counts, averages within 1e-9."""
-    assert list(actual.columns) == ["carrier", "window_start", "window_end", "flights",
-                                    "avg_dep_delay"]
-    merged = actual.merge(expected, on=["carrier", "window_start"], how="outer",
-                          suffixes=("", "_expected"), indicator=True)
+    assert list(actual.columns) == [
+        "carrier",
+        "window_start",
+        "window_end",
+        "flights",
+        "avg_dep_delay",
+    ]
+    merged = actual.merge(
+        expected,
+        on=["carrier", "window_start"],
+        how="outer",
+        suffixes=("", "_expected"),
+        indicator=True,
+    )
     missing = merged[merged["_merge"] != "both"]
     assert missing.empty, f"rows only on one side:\n{missing.head(20)}"
     assert len(actual) == len(expected)
@@ -80,20 +93,28 @@ class CliResult:
 
 def live_group_members(pgid: int) -> str:
     """``ps`` lines of the live (not zombie) processes of process group ``pgid``."""
-    table = subprocess.run(["ps", "-eo", "pid=,pgid=,stat=,args="], capture_output=True,
-                           text=True, check=True).stdout
+    table = subprocess.run(
+        ["ps", "-eo", "pid=,pgid=,stat=,args="], capture_output=True, text=True, check=True
+    ).stdout
     rows = [line.split(None, 3) for line in table.splitlines()]
-    return "\n".join(" ".join(r) for r in rows
-                     if len(r) >= 3 and r[1] == str(pgid) and not r[2].startswith("Z"))
+    return "\n".join(
+        " ".join(r) for r in rows if len(r) >= 3 and r[1] == str(pgid) and not r[2].startswith("Z")
+    )
 
 
 def run_cli(args: list[str], cwd: Path, timeout: float = 600) -> CliResult:
     """Run ``millrace`` in its own process group; kill the group if it overruns or leaves
     processes behind (reported in ``leftover``)."""
     exe = ROOT / ".venv" / "bin" / "millrace"
-    process = subprocess.Popen([str(exe), *args], cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True,
-                               env={**os.environ, "COLUMNS": "160"})
+    process = subprocess.Popen(
+        [str(exe), *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "COLUMNS": "160"},
+    )
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -23,8 +23,9 @@ SCHEMA = "carrier STRING, flight INT, dep_delay DOUBLE, time_hour TIMESTAMP"
 BAD_LINES = {
     "UA,1545,2.0": "expected 4 fields, found 3",
     "UA,1545,2.0,2013-01-01T10:00:00Z,extra": "expected 4 fields, found 5",
-    "AA,not-a-number,5.0,2013-01-02T10:00:00Z":
-        "field 'flight': cannot parse 'not-a-number' as int",
+    "AA,not-a-number,5.0,2013-01-02T10:00:00Z": (
+        "field 'flight': cannot parse 'not-a-number' as int"
+    ),
     "DL,461,soon,2013-01-03T10:00:00Z": "field 'dep_delay': cannot parse 'soon' as double",
     "B6,725,-4.0,yesterday": "field 'time_hour': cannot parse 'yesterday' as timestamp",
     "EV,5708,3.0,": "event time column 'time_hour' is null",
@@ -53,18 +54,25 @@ def write_csv(flights_dir: Path, target: Path) -> pd.DataFrame:
 
 def test_malformed_csv_rows_become_dead_letters(spark, flights_dir, tmp_path) -> None:
     good = write_csv(flights_dir, tmp_path / "csv")
-    conf = Configuration({"io.tmp.dirs": str(tmp_path / "tmp"),
-                          "pipeline.side-output.dir": str(tmp_path / "side")})
+    conf = Configuration(
+        {"io.tmp.dirs": str(tmp_path / "tmp"), "pipeline.side-output.dir": str(tmp_path / "side")}
+    )
     env = StreamExecutionEnvironment(conf, spark)
     departed = load_example("flight_delays").departed
     from pyspark.sql import functions as F
 
-    (env.from_source(FileSource.csv(str(tmp_path / "csv"), SCHEMA), event_time="time_hour",
-                     name="csv flights")
-     .transform(departed)
-     .key_by("carrier").window(tumbling("1 day"))
-     .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-     .sink_to(ParquetSink(str(tmp_path / "out"))))
+    (
+        env.from_source(
+            FileSource.csv(str(tmp_path / "csv"), SCHEMA),
+            event_time="time_hour",
+            name="csv flights",
+        )
+        .transform(departed)
+        .key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+        .sink_to(ParquetSink(str(tmp_path / "out")))
+    )
     result = env.execute("csv-flights")
 
     source, _ = result.accumulators.values()

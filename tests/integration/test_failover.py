@@ -24,16 +24,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 WAIT = 120.0
 
 
-def test_task_manager_lost_mid_job_restarts_and_output_is_exact(spark, flights_dir,
-                                                                tmp_path) -> None:
-    conf = Configuration({
-        "parallelism.default": 2, "minicluster.number-of-taskmanagers": 3,
-        "io.tmp.dirs": str(tmp_path / "tmp"),
-        "execution.bundle.max-records": 30_000,  # one month per Spark job: a longer job
-        "heartbeat.interval": "100 ms", "heartbeat.pause": "1 s",
-        "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
-        "restart-strategy.fixed-delay.delay": "100 ms",
-    })
+def test_task_manager_lost_mid_job_restarts_and_output_is_exact(
+    spark, flights_dir, tmp_path
+) -> None:
+    conf = Configuration(
+        {
+            "parallelism.default": 2,
+            "minicluster.number-of-taskmanagers": 3,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "execution.bundle.max-records": 30_000,  # one month per Spark job: a longer job
+            "heartbeat.interval": "100 ms",
+            "heartbeat.pause": "1 s",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 2,
+            "restart-strategy.fixed-delay.delay": "100 ms",
+        }
+    )
     env = StreamExecutionEnvironment(conf, spark)
     load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
     graph = env.get_job_graph("flight-delays-failover")
@@ -56,5 +62,6 @@ def test_task_manager_lost_mid_job_restarts_and_output_is_exact(spark, flights_d
 
     assert isinstance(result, JobResultSuccess), result
     assert result.details.restarts >= 1
-    assert_same_result(read_output(tmp_path / "out"),
-                       expected_flight_delays(read_flights(flights_dir)))
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )

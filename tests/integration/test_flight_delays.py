@@ -25,11 +25,13 @@ flight_delays = load_example("flight_delays")
 
 
 def environment(spark, tmp_path: Path, parallelism: int) -> StreamExecutionEnvironment:
-    conf = Configuration({
-        "parallelism.default": parallelism,
-        "io.tmp.dirs": str(tmp_path / "tmp"),
-        "pipeline.side-output.dir": str(tmp_path / "side"),
-    })
+    conf = Configuration(
+        {
+            "parallelism.default": parallelism,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "pipeline.side-output.dir": str(tmp_path / "side"),
+        }
+    )
     return StreamExecutionEnvironment(conf, spark)
 
 
@@ -39,8 +41,11 @@ def expected(flights_dir):
 
 
 def millrace_threads() -> set[str]:
-    return {t.name for t in threading.enumerate()
-            if t.name.endswith("-main") or t.name.startswith(("millrace", "flights"))}
+    return {
+        t.name
+        for t in threading.enumerate()
+        if t.name.endswith("-main") or t.name.startswith(("millrace", "flights"))
+    }
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3])
@@ -90,10 +95,14 @@ def test_failing_transform_fails_the_job_with_its_root_cause(spark, flights_dir,
     from millrace import FileSource, ParquetSink, tumbling
 
     env = environment(spark, tmp_path, 2)
-    (env.from_source(FileSource.parquet(str(flights_dir)), event_time="time_hour")
-     .transform(lambda df: df.select("carrier", "time_hour", F.col("no_such_column")))
-     .key_by("carrier").window(tumbling("1 day")).agg(F.count("*").alias("n"))
-     .sink_to(ParquetSink(str(tmp_path / "out"))))
+    (
+        env.from_source(FileSource.parquet(str(flights_dir)), event_time="time_hour")
+        .transform(lambda df: df.select("carrier", "time_hour", F.col("no_such_column")))
+        .key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("n"))
+        .sink_to(ParquetSink(str(tmp_path / "out")))
+    )
     with pytest.raises(JobExecutionError, match="no_such_column"):
         env.execute("broken")
     assert not list((tmp_path / "out").glob("part-*")), "a failed job must not commit output"

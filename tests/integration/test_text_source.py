@@ -20,10 +20,15 @@ def test_text_lines_pass_through_a_transform_into_parquet(spark, tmp_path) -> No
         (source / name).write_text("\n".join(content) + "\n")
     (source / "_ignored.txt").write_text("hidden files are not input\n")
     env = StreamExecutionEnvironment(Configuration({"io.tmp.dirs": str(tmp_path / "tmp")}), spark)
-    (env.from_source(FileSource.text(str(source)))
-     .transform(lambda df: df.select(F.upper("value").alias("line"),
-                                     F.size(F.split("value", " ")).alias("words")))
-     .sink_to(ParquetSink(str(tmp_path / "out"))))
+    (
+        env.from_source(FileSource.text(str(source)))
+        .transform(
+            lambda df: df.select(
+                F.upper("value").alias("line"), F.size(F.split("value", " ")).alias("words")
+            )
+        )
+        .sink_to(ParquetSink(str(tmp_path / "out")))
+    )
     result = env.execute("text")
 
     out = pd.read_parquet(tmp_path / "out")

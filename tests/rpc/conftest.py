@@ -20,8 +20,13 @@ def _local(clock: Clock | None, configuration: Configuration | None) -> RpcServi
 
 
 def _tcp(clock: Clock | None, configuration: Configuration | None) -> RpcService:
-    return TcpRpcService("test", secret=SECRET, codec=control_message_codec(),
-                         configuration=configuration, clock=clock)
+    return TcpRpcService(
+        "test",
+        secret=SECRET,
+        codec=control_message_codec(),
+        configuration=configuration,
+        clock=clock,
+    )
 
 
 SECRET = b"test-cluster-secret-0123456789"

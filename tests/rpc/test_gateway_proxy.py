@@ -173,9 +173,7 @@ class ConcreteGateway(RpcGateway):
 @pytest.mark.parametrize(
     "gateway_type", [NotAGateway, WrongReturnGateway, UnannotatedGateway, ConcreteGateway, int]
 )
-def test_invalid_gateway_types_are_rejected(
-    rpc_service: RpcService, gateway_type: type
-) -> None:
+def test_invalid_gateway_types_are_rejected(rpc_service: RpcService, gateway_type: type) -> None:
     with pytest.raises(TypeError):
         rpc_service.connect(rpc_service.address_of("any"), gateway_type)
 

@@ -48,7 +48,8 @@ def test_nested_messages_round_trip(codec) -> None:
 
 def test_plain_data_round_trips(codec) -> None:
     assert codec.decode(codec.encode({"a": [1, 2.5, "s", None, b"raw"]})) == {
-        "a": [1, 2.5, "s", None, b"raw"]}
+        "a": [1, 2.5, "s", None, b"raw"]
+    }
 
 
 def test_unregistered_classes_do_not_encode(codec) -> None:

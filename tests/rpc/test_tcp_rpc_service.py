@@ -46,8 +46,13 @@ class StoreEndpoint(RpcEndpoint, StoreGateway):
 
 
 def service(name: str, secret: bytes = SECRET, framesize: int = 4096) -> TcpRpcService:
-    return TcpRpcService(name, secret=secret, codec=control_message_codec(), configuration=CONF,
-                         framesize_bytes=framesize)
+    return TcpRpcService(
+        name,
+        secret=secret,
+        codec=control_message_codec(),
+        configuration=CONF,
+        framesize_bytes=framesize,
+    )
 
 
 @pytest.fixture
@@ -147,11 +152,14 @@ def test_silent_peer_is_disconnected_after_the_lookup_timeout(pair) -> None:
         assert time.monotonic() - started < WAIT
 
 
-@pytest.mark.parametrize("garbage", [
-    struct.pack(">I", 3) + b"\xc1\xc1\xc1",  # not msgpack
-    struct.pack(">I", 1_000_000),  # announces more than rpc.framesize
-    struct.pack(">I", 2) + b"\x92\x07",  # msgpack, but not a wire message
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        struct.pack(">I", 3) + b"\xc1\xc1\xc1",  # not msgpack
+        struct.pack(">I", 1_000_000),  # announces more than rpc.framesize
+        struct.pack(">I", 2) + b"\x92\x07",  # msgpack, but not a wire message
+    ],
+)
 def test_malformed_frame_closes_only_that_connection(pair, garbage: bytes) -> None:
     server, client, endpoint = pair
     gateway = client.connect(endpoint.address, StoreGateway).result(WAIT)

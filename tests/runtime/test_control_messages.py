@@ -46,16 +46,39 @@ from millrace.runtime.registration import (
 from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
 
 METRICS = IOMetrics(336_776, 5_430, 1, 0, 2)
-DETAILS = JobDetails("job", "flight-delays", JobStatus.FINISHED, 1.7e9, 8.5,
-                     [VertexDetails("flights", 2, {"FINISHED": 2}, METRICS)], 12, 12, 1)
+DETAILS = JobDetails(
+    "job",
+    "flight-delays",
+    JobStatus.FINISHED,
+    1.7e9,
+    8.5,
+    [VertexDetails("flights", 2, {"FINISHED": 2}, METRICS)],
+    12,
+    12,
+    1,
+)
 OPERATOR = SerializedOperator(OperatorKind.SINK, "Sink: parquet at out", b"\x80\x05user code")
 VERTEX = JobVertex("flights -> departed", 2, "m:Task", (OPERATOR,), True, "v1")
 EDGE = JobEdge("v1", "v2", DistributionPattern.HASH, ("carrier",))
 TDD = TaskDeploymentDescriptor(
-    "job", "flight-delays", "tcp://127.0.0.1:6123/jobmaster-1", "v2", "window (1/2)", 0, 2,
-    "attempt", "alloc", "m:Task", (OPERATOR,), False, None, 0,
-    (InputChannelDescriptor("partition", 0, "tcp://127.0.0.1:6124/tm", 1),), 128,
-    {"parallelism.default": "2", "execution.bundle.max-records": 1000})
+    "job",
+    "flight-delays",
+    "tcp://127.0.0.1:6123/jobmaster-1",
+    "v2",
+    "window (1/2)",
+    0,
+    2,
+    "attempt",
+    "alloc",
+    "m:Task",
+    (OPERATOR,),
+    False,
+    None,
+    0,
+    (InputChannelDescriptor("partition", 0, "tcp://127.0.0.1:6124/tm", 1),),
+    128,
+    {"parallelism.default": "2", "execution.bundle.max-records": 1000},
+)
 SAMPLES = [
     Acknowledge(),
     RegisterTaskManager("tm-1", "tcp://127.0.0.1:6123/taskmanager-1", 2),

@@ -103,6 +103,7 @@ def test_answering_target_stays_monitored_and_silent_one_times_out_once() -> Non
             requests[name] += 1
             if name == "alive":
                 hb.receive_heartbeat(name)
+
         return send
 
     hb.monitor_target("alive", request("alive"))

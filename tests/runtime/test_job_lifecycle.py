@@ -66,8 +66,13 @@ class Consumes(AbstractInvokable):
 
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[MiniCluster]:
-    conf = Configuration({"io.tmp.dirs": str(tmp_path), "slot.request.timeout": "1 s",
-                          "restart-strategy.type": "none"})
+    conf = Configuration(
+        {
+            "io.tmp.dirs": str(tmp_path),
+            "slot.request.timeout": "1 s",
+            "restart-strategy.type": "none",
+        }
+    )
     with MiniCluster(conf, spark_session=object()) as mc:
         yield mc
 
@@ -115,8 +120,15 @@ def test_failure_racing_a_finishing_subtask_always_ends_the_job(cluster) -> None
 def test_cancel_ends_the_job_canceled(cluster) -> None:
     graph = JobGraph("cancel", [vertex("v", 2, "WaitsForCancel")], [])
     waiting = cluster.job_client.submit_job_wait(graph)
-    wait_until(lambda: cluster.job_client.request_job_details(graph.job_id).result(WAIT)
-               .vertices[0].states.get("RUNNING") == 2)
+    wait_until(
+        lambda: (
+            cluster.job_client.request_job_details(graph.job_id)
+            .result(WAIT)
+            .vertices[0]
+            .states.get("RUNNING")
+            == 2
+        )
+    )
     cluster.job_client.cancel_job(graph.job_id).result(WAIT)
     result = waiting.result(WAIT)
     assert isinstance(result, JobResultFailure)
@@ -136,8 +148,11 @@ def test_consumers_are_deployed_when_producers_emit(cluster) -> None:
     RELEASE.clear()
     producer = vertex("producer", 2, "ProducesOnRelease")
     consumer = vertex("consumer", 2, "Consumes", source=False)
-    graph = JobGraph("lazy", [producer, consumer], [
-        JobEdge(producer.vertex_id, consumer.vertex_id, DistributionPattern.HASH, ("k",))])
+    graph = JobGraph(
+        "lazy",
+        [producer, consumer],
+        [JobEdge(producer.vertex_id, consumer.vertex_id, DistributionPattern.HASH, ("k",))],
+    )
     waiting = cluster.job_client.submit_job_wait(graph)
 
     def states(i: int) -> dict[str, int]:
@@ -161,8 +176,11 @@ def test_detached_submission_returns_the_job_id_at_once(cluster) -> None:
     details = cluster.job_client.request_job_details(job_id).result(WAIT)
     assert details.status is JobStatus.RUNNING
     RELEASE.set()
-    wait_until(lambda: cluster.job_client.request_job_details(job_id).result(WAIT).status
-               is JobStatus.FINISHED)
+    wait_until(
+        lambda: (
+            cluster.job_client.request_job_details(job_id).result(WAIT).status is JobStatus.FINISHED
+        )
+    )
 
 
 ATTEMPTS: list[int] = []
@@ -183,12 +201,17 @@ class AlwaysFails(AbstractInvokable):
 
 @pytest.fixture
 def restarting_cluster(tmp_path) -> Iterator[MiniCluster]:
-    conf = Configuration({
-        "io.tmp.dirs": str(tmp_path), "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": 2,
-        "restart-strategy.fixed-delay.delay": "50 ms",
-        "minicluster.number-of-taskmanagers": 3,
-        "heartbeat.interval": "50 ms", "heartbeat.pause": "500 ms"})
+    conf = Configuration(
+        {
+            "io.tmp.dirs": str(tmp_path),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 2,
+            "restart-strategy.fixed-delay.delay": "50 ms",
+            "minicluster.number-of-taskmanagers": 3,
+            "heartbeat.interval": "50 ms",
+            "heartbeat.pause": "500 ms",
+        }
+    )
     with MiniCluster(conf, spark_session=object()) as mc:
         yield mc
 
@@ -209,8 +232,7 @@ def test_job_fails_when_the_restarts_are_used_up(restarting_cluster) -> None:
     assert result.details.restarts == 2
 
 
-def test_lost_task_manager_is_detected_and_the_job_runs_again_elsewhere(
-        restarting_cluster) -> None:
+def test_lost_task_manager_is_detected_and_the_job_runs_again_elsewhere(restarting_cluster) -> None:
     RELEASE.clear()
     graph = JobGraph("failover", [vertex("v", 2, "ProducesOnRelease")], [])
     waiting = restarting_cluster.job_client.submit_job_wait(graph)
@@ -225,8 +247,7 @@ def test_lost_task_manager_is_detected_and_the_job_runs_again_elsewhere(
     busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
     victim = next(te for te in restarting_cluster.task_executors if te.resource_id == busy)
     victim.close_async().result(WAIT)  # its tasks stop; it answers no heartbeat any more
-    wait_until(lambda: details().restarts == 1 and details().vertices[0].states.get(
-        "RUNNING") == 2)
+    wait_until(lambda: details().restarts == 1 and details().vertices[0].states.get("RUNNING") == 2)
     RELEASE.set()
     result = waiting.result(WAIT)
     assert isinstance(result, JobResultSuccess), result

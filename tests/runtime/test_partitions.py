@@ -68,8 +68,10 @@ class Producers:
 
     def __init__(self, n: int) -> None:
         self.partitions = [partition(1) for _ in range(n)]
-        self.channels = [InputChannelDescriptor(ResultPartitionId(str(i)), 0,
-                                                Address(f"tm-{i}"), i) for i in range(n)]
+        self.channels = [
+            InputChannelDescriptor(ResultPartitionId(str(i)), 0, Address(f"tm-{i}"), i)
+            for i in range(n)
+        ]
 
     def poll(self, channel: InputChannelDescriptor, from_index: int) -> Future[PartitionEvents]:
         return self.partitions[channel.producer_index].poll(0, from_index)

@@ -46,8 +46,7 @@ def register(rm: ResourceManagerGateway, message: RegisterTaskManager):
 
 def stub(service: LocalRpcService, name: str) -> Address:
     """A real TaskExecutor that does not register by itself (its RM address leads nowhere)."""
-    endpoint = TaskExecutor(service, CONF, "local://test/nowhere", lambda: None,
-                            ResourceId(name))
+    endpoint = TaskExecutor(service, CONF, "local://test/nowhere", lambda: None, ResourceId(name))
     endpoint.start()
     return Address(endpoint.address)
 
@@ -68,10 +67,13 @@ def test_repeated_registration_is_already_registered(service, rm) -> None:
     assert len(rm.request_task_manager_infos().result(WAIT)) == 1
 
 
-@pytest.mark.parametrize(("version", "slots", "reason"), [
-    (99, 2, "protocol version 99"),
-    (1, 0, "at least one slot"),
-])
+@pytest.mark.parametrize(
+    ("version", "slots", "reason"),
+    [
+        (99, 2, "protocol version 99"),
+        (1, 0, "at least one slot"),
+    ],
+)
 def test_unacceptable_registration_is_refused(service, rm, version, slots, reason) -> None:
     message = RegisterTaskManager(ResourceId("tm-1"), stub(service, "tm-1"), slots, version)
     reply = register(rm, message)
@@ -81,8 +83,7 @@ def test_unacceptable_registration_is_refused(service, rm, version, slots, reaso
 
 
 def test_unreachable_task_manager_is_refused(rm) -> None:
-    reply = register(rm, RegisterTaskManager(ResourceId("ghost"),
-                                             Address("local://test/ghost"), 2))
+    reply = register(rm, RegisterTaskManager(ResourceId("ghost"), Address("local://test/ghost"), 2))
     assert isinstance(reply, RefuseRegistration)
     assert "cannot reach" in reply.reason
 
@@ -96,8 +97,9 @@ def wait_until(predicate, timeout: float = WAIT) -> None:
 
 
 def test_task_executor_retries_until_the_resource_manager_exists(service) -> None:
-    te = TaskExecutor(service, CONF, "local://test/resourcemanager", lambda: None,
-                      ResourceId("tm-early"))
+    te = TaskExecutor(
+        service, CONF, "local://test/resourcemanager", lambda: None, ResourceId("tm-early")
+    )
     te.start()
     time.sleep(0.5)  # first lookups fail (lookup timeout 300 ms); it keeps retrying
     assert not te.call_async(lambda: te.registered).result(WAIT)
@@ -120,8 +122,9 @@ class StubJobMaster(FencedRpcEndpoint, JobMasterGateway):
 
 @pytest.mark.parametrize("accept", [True, False])
 def test_slot_request_is_offered_to_the_job_master(service, rm, accept) -> None:
-    te = TaskExecutor(service, CONF, "local://test/resourcemanager", lambda: None,
-                      ResourceId("tm-1"))
+    te = TaskExecutor(
+        service, CONF, "local://test/resourcemanager", lambda: None, ResourceId("tm-1")
+    )
     te.start()
     wait_until(lambda: len(rm.request_task_manager_infos().result(WAIT)) == 1)
     jm = StubJobMaster(service, accept)
@@ -140,15 +143,20 @@ def test_slot_requests_wait_for_a_task_manager(service, rm) -> None:
     rm.request_slot(jm.address, "jm-token", JobId("job"), AllocationId("a")).result(WAIT)
     time.sleep(0.1)
     assert jm.call_async(lambda: jm.offers).result(WAIT) == []
-    TaskExecutor(service, CONF, "local://test/resourcemanager", lambda: None,
-                 ResourceId("tm-late")).start()
+    TaskExecutor(
+        service, CONF, "local://test/resourcemanager", lambda: None, ResourceId("tm-late")
+    ).start()
     wait_until(lambda: len(jm.call_async(lambda: jm.offers).result(WAIT)) == 1)
 
 
-
-
-FAST_HEARTBEATS = Configuration({"rpc.lookup-timeout": "300 ms", "rpc.ask-timeout": "5 s",
-                                 "heartbeat.interval": "50 ms", "heartbeat.pause": "300 ms"})
+FAST_HEARTBEATS = Configuration(
+    {
+        "rpc.lookup-timeout": "300 ms",
+        "rpc.ask-timeout": "5 s",
+        "heartbeat.interval": "50 ms",
+        "heartbeat.pause": "300 ms",
+    }
+)
 
 
 @pytest.fixture
@@ -165,8 +173,9 @@ def start_rm(service: LocalRpcService) -> tuple[ResourceManager, ResourceManager
 
 
 def start_te(service: LocalRpcService, name: str) -> TaskExecutor:
-    te = TaskExecutor(service, FAST_HEARTBEATS, "local://hb/resourcemanager", lambda: None,
-                      ResourceId(name))
+    te = TaskExecutor(
+        service, FAST_HEARTBEATS, "local://hb/resourcemanager", lambda: None, ResourceId(name)
+    )
     te.start()
     return te
 

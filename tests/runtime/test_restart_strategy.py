@@ -57,8 +57,9 @@ def test_failure_rate_counts_failures_within_the_interval() -> None:
 
 
 def test_configuration_selects_the_strategy() -> None:
-    conf = Configuration({"restart-strategy.type": "failure-rate",
-                          "restart-strategy.failure-rate.delay": "250 ms"})
+    conf = Configuration(
+        {"restart-strategy.type": "failure-rate", "restart-strategy.failure-rate.delay": "250 ms"}
+    )
     strategy = restart_strategy_from(conf)
     assert isinstance(strategy, FailureRateRestartStrategy)
     assert strategy.restart_delay() == 0.25

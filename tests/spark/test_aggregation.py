@@ -12,19 +12,29 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 def test_count_sum_min_max_avg_decompose(spark) -> None:
     from pyspark.sql import functions as F
 
-    plan = AggregatePlan.of((F.count("*").alias("n"), F.sum("x").alias("s"),
-                             F.min("x").alias("lo"), F.max("x").alias("hi"),
-                             F.avg("x").alias("mean"), F.count("x").alias("nx")))
+    plan = AggregatePlan.of(
+        (
+            F.count("*").alias("n"),
+            F.sum("x").alias("s"),
+            F.min("x").alias("lo"),
+            F.max("x").alias("hi"),
+            F.avg("x").alias("mean"),
+            F.count("x").alias("nx"),
+        )
+    )
     assert plan.decomposable
     assert plan.names == ("n", "s", "lo", "hi", "mean", "nx")
     assert [c.function for c in plan.calls] == ["count", "sum", "min", "max", "avg", "count"]
 
 
-@pytest.mark.parametrize("make", [
-    lambda F: F.count_distinct("x"),
-    lambda F: F.percentile_approx("x", 0.5),
-    lambda F: F.sum(F.col("x")).alias("a") + 1,
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda F: F.count_distinct("x"),
+        lambda F: F.percentile_approx("x", 0.5),
+        lambda F: F.sum(F.col("x")).alias("a") + 1,
+    ],
+)
 def test_others_do_not(spark, make) -> None:
     from pyspark.sql import functions as F
 
@@ -41,8 +51,13 @@ def test_partials_merged_in_two_steps_equal_one_aggregation(spark) -> None:
 
     rows = [("a", float(i), i % 3) for i in range(100)] + [("b", None, 0), ("b", 2.5, 1)]
     frame = spark.createDataFrame(rows, "k string, x double, part int")
-    columns = (F.count("*").alias("n"), F.avg("x").alias("mean"), F.sum("x").alias("s"),
-               F.min("x").alias("lo"), F.max("x").alias("hi"))
+    columns = (
+        F.count("*").alias("n"),
+        F.avg("x").alias("mean"),
+        F.sum("x").alias("s"),
+        F.min("x").alias("lo"),
+        F.max("x").alias("hi"),
+    )
     plan = AggregatePlan.of(columns)
     partials = frame.groupBy("k", "part").agg(*plan.partial_columns())
     merged = partials.groupBy("k").agg(*plan.merge_columns())

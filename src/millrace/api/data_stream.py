@@ -107,7 +107,9 @@ class WindowedStream:
     """A keyed stream with a window assigner; ``agg`` makes it a DataStream again."""
 
     def __init__(
-        self, env: StreamExecutionEnvironment, key_by: KeyByTransformation,
+        self,
+        env: StreamExecutionEnvironment,
+        key_by: KeyByTransformation,
         window: TumblingEventTimeWindows,
     ) -> None:
         self._env = env

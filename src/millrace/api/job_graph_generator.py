@@ -83,15 +83,19 @@ def _linearize(sink: SinkTransformation, seen: set[int]) -> list[Transformation]
 
 
 def _build_vertices(
-    chain: list[Transformation], default_p: int, max_p: int,
-    vertices: list[JobVertex], edges: list[JobEdge],
+    chain: list[Transformation],
+    default_p: int,
+    max_p: int,
+    vertices: list[JobVertex],
+    edges: list[JobEdge],
 ) -> None:
     source = chain[0]
     assert isinstance(source, SourceTransformation)
     event_time = source.event_time
     parallelism = source.parallelism or default_p
-    operators: list[object] = [SourceOperator(
-        source.source, event_time, source.max_out_of_orderness_ms, source.name)]
+    operators: list[object] = [
+        SourceOperator(source.source, event_time, source.max_out_of_orderness_ms, source.name)
+    ]
     current = JobVertex(source.name, parallelism, SOURCE_TASK, operators, is_source=True)
     i = 1
     while i < len(chain):
@@ -108,7 +112,8 @@ def _build_vertices(
                 raise PipelineError(f"{t.name} must be followed by .window(...).agg(...)")
             if event_time is None:
                 raise PipelineError(
-                    f"{window.name} needs event time: pass event_time= to env.from_source()")
+                    f"{window.name} needs event time: pass event_time= to env.from_source()"
+                )
             if any(isinstance(op, WindowAggregateOperator) for op in operators):
                 raise PipelineError("windowing the output of a window is not supported yet")
             plan = _aggregate_plan(window.aggregates)
@@ -120,12 +125,14 @@ def _build_vertices(
             _finish(current, operators, vertices)
             nxt_p = window.parallelism or default_p
             if nxt_p > max_p:
-                raise PipelineError(f"{window.name}: parallelism {nxt_p} exceeds "
-                                    f"pipeline.max-parallelism={max_p}")
+                raise PipelineError(
+                    f"{window.name}: parallelism {nxt_p} exceeds pipeline.max-parallelism={max_p}"
+                )
             operators = [WindowAggregateOperator(t.keys, window.window, plan, window.name)]  # type: ignore[arg-type]
             nxt = JobVertex(window.name, nxt_p, WINDOW_TASK, operators)
             edges.append(
-                JobEdge(current.vertex_id, nxt.vertex_id, DistributionPattern.HASH, t.keys))
+                JobEdge(current.vertex_id, nxt.vertex_id, DistributionPattern.HASH, t.keys)
+            )
             current = nxt
             i += 1
         else:
@@ -146,8 +153,10 @@ _KINDS: dict[type, OperatorKind] = {
 
 def _finish(vertex: JobVertex, operators: list[object], vertices: list[JobVertex]) -> None:
     names = [getattr(op, "name", type(op).__name__.removesuffix("Operator")) for op in operators]
-    vertex.operators = tuple(SerializedOperator.of(_KINDS[type(op)], name, op)
-                             for op, name in zip(operators, names, strict=True))
+    vertex.operators = tuple(
+        SerializedOperator.of(_KINDS[type(op)], name, op)
+        for op, name in zip(operators, names, strict=True)
+    )
     vertex.name = " -> ".join(names)
     vertices.append(vertex)
 

@@ -61,8 +61,9 @@ class StreamExecutionEnvironment:
         Build and execute from one thread.
     """
 
-    def __init__(self, configuration: Configuration, spark: Any,
-                 executor: PipelineExecutor | None = None) -> None:
+    def __init__(
+        self, configuration: Configuration, spark: Any, executor: PipelineExecutor | None = None
+    ) -> None:
         self.configuration = configuration
         self.spark = spark
         self._executor = executor
@@ -81,8 +82,7 @@ class StreamExecutionEnvironment:
         """
         if _context is not None:
             base, spark, executor = _context
-            conf = base if configuration is None else base.with_overrides(
-                configuration.to_dict())
+            conf = base if configuration is None else base.with_overrides(configuration.to_dict())
             return StreamExecutionEnvironment(conf, spark, executor)
         conf = configuration or Configuration()
         conf.validate()
@@ -101,8 +101,9 @@ class StreamExecutionEnvironment:
             ValueError: If < 1 or above the max parallelism.
         """
         if not 1 <= parallelism <= self._max_parallelism:
-            raise ValueError(f"parallelism must be in [1, {self._max_parallelism}], got "
-                             f"{parallelism}")
+            raise ValueError(
+                f"parallelism must be in [1, {self._max_parallelism}], got {parallelism}"
+            )
         self._parallelism = parallelism
         return self
 
@@ -114,8 +115,11 @@ class StreamExecutionEnvironment:
         return self
 
     def from_source(
-        self, source: Any, event_time: str | None = None,
-        max_out_of_orderness: str | float = 0, name: str | None = None,
+        self,
+        source: Any,
+        event_time: str | None = None,
+        max_out_of_orderness: str | float = 0,
+        name: str | None = None,
     ) -> DataStream:
         """A stream reading ``source`` (``millrace.connectors``).
 
@@ -129,8 +133,13 @@ class StreamExecutionEnvironment:
             ConfigError: If ``max_out_of_orderness`` is not a duration.
         """
         ooo_ms = round(parse_duration(max_out_of_orderness, key="max_out_of_orderness") * 1000)
-        t = SourceTransformation(name or f"Source: {source.describe()}", None, source=source,
-                                 event_time=event_time, max_out_of_orderness_ms=ooo_ms)
+        t = SourceTransformation(
+            name or f"Source: {source.describe()}",
+            None,
+            source=source,
+            event_time=event_time,
+            max_out_of_orderness_ms=ooo_ms,
+        )
         return DataStream(self, t)
 
     def _add_sink(self, sink: SinkTransformation) -> None:
@@ -142,8 +151,7 @@ class StreamExecutionEnvironment:
         Raises:
             PipelineError: If the pipeline is invalid (see ``generate_job_graph``).
         """
-        return generate_job_graph(job_name, self._sinks, self._parallelism,
-                                  self._max_parallelism)
+        return generate_job_graph(job_name, self._sinks, self._parallelism, self._max_parallelism)
 
     def execute(self, job_name: str = "millrace job") -> JobExecutionResult:
         """Run the pipelines until their input ends; clears them for the next job.
@@ -158,8 +166,9 @@ class StreamExecutionEnvironment:
         result = (self._executor or self._execute_locally)(job_graph)
         if not isinstance(result, JobResultSuccess):
             raise JobExecutionError(result.job_id, result.root_cause)
-        return JobExecutionResult(result.job_id, job_name, result.duration,
-                                  result.accumulators, result.details)
+        return JobExecutionResult(
+            result.job_id, job_name, result.duration, result.accumulators, result.details
+        )
 
     def _execute_locally(self, job_graph: JobGraph) -> JobResult:
         from millrace.runtime.client.job_client import NO_TIMEOUT

@@ -29,8 +29,11 @@ from millrace.runtime.minicluster import MiniCluster
 
 __all__ = ["app"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Millrace: Flink's runtime in Python, pipelines on Apache Spark.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Millrace: Flink's runtime in Python, pipelines on Apache Spark.",
+)
 
 
 @app.callback()
@@ -61,8 +64,9 @@ def run(
     script: Path = typer.Argument(..., exists=True, dir_okay=False, help="The job script."),
     args: list[str] = typer.Argument(None, help="Arguments passed to the script (sys.argv)."),
     dynamic: list[str] = typer.Option([], "-D", help="Configuration key=value (repeatable)."),
-    config_file: Path = typer.Option(None, "--config", exists=True, dir_okay=False,
-                                     help="YAML configuration file."),
+    config_file: Path = typer.Option(
+        None, "--config", exists=True, dir_okay=False, help="YAML configuration file."
+    ),
 ) -> None:
     """Run JOB.py on an embedded cluster and print a summary."""
     console = Console()
@@ -80,9 +84,11 @@ def run(
             cluster.start()
             spark = cluster.spark()
         spark_seconds = time.monotonic() - started
-        console.print(f"Cluster up: {len(cluster.task_executors)} TaskManagers x "
-                      f"{conf.get(ClusterOptions.NUM_TASK_SLOTS)} slots, Spark "
-                      f"{spark.version} ({spark_seconds:.1f} s)")
+        console.print(
+            f"Cluster up: {len(cluster.task_executors)} TaskManagers x "
+            f"{conf.get(ClusterOptions.NUM_TASK_SLOTS)} slots, Spark "
+            f"{spark.version} ({spark_seconds:.1f} s)"
+        )
         executor = ProgressExecutor(cluster.job_client, console)
         set_context(conf, spark, executor)
         sys.argv = [str(script), *(args or [])]
@@ -106,8 +112,7 @@ def run(
         with console.status("Stopping the cluster..."):
             cluster.close()
     total = time.monotonic() - started
-    console.print(f"wall time {total:.1f} s (Spark start {spark_seconds:.1f} s); "
-                  f"log: {log_file}")
+    console.print(f"wall time {total:.1f} s (Spark start {spark_seconds:.1f} s); log: {log_file}")
     raise typer.Exit(code)
 
 
@@ -132,8 +137,9 @@ def _configure_logging(conf: Configuration) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"millrace-{time.strftime('%Y%m%d-%H%M%S')}.log"
     handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] "
-                                           "%(name)s: %(message)s"))
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s")
+    )
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
@@ -144,20 +150,30 @@ def _configure_logging(conf: Configuration) -> Path:
 
 def _print_summary(console: Console, job_graph, result, conf: Configuration) -> None:  # type: ignore[no-untyped-def]
     if not isinstance(result, JobResultSuccess):
-        console.print(f"[red]{job_graph.name} {result.status.name}[/] after "
-                      f"{result.duration:.1f} s: {result.root_cause}")
+        console.print(
+            f"[red]{job_graph.name} {result.status.name}[/] after "
+            f"{result.duration:.1f} s: {result.root_cause}"
+        )
         return
     restarts = result.details.restarts
-    console.print(f"[bold green]{job_graph.name} FINISHED[/] in {result.duration:.1f} s "
-                  f"(job {job_graph.job_id}" + (f", {restarts} restarts)" if restarts else ")"))
+    console.print(
+        f"[bold green]{job_graph.name} FINISHED[/] in {result.duration:.1f} s "
+        f"(job {job_graph.job_id}" + (f", {restarts} restarts)" if restarts else ")")
+    )
     for i, (vertex, details) in enumerate(
-            zip(job_graph.vertices, result.details.vertices, strict=True), start=1):
+        zip(job_graph.vertices, result.details.vertices, strict=True), start=1
+    ):
         m = result.accumulators[details.name]
-        console.print(f"  [{i}] {vertex.name.replace(' -> ', ' → ')} (parallelism "
-                      f"{vertex.parallelism})", highlight=False, markup=False)
-        console.print(f"      records in {m.records_in:,}, out {m.records_out:,}; dead letters "
-                      f"{m.dead_letters:,}, late {m.late_records:,}; Spark jobs {m.bundles:,}",
-                      highlight=False)
+        console.print(
+            f"  [{i}] {vertex.name.replace(' -> ', ' → ')} (parallelism {vertex.parallelism})",
+            highlight=False,
+            markup=False,
+        )
+        console.print(
+            f"      records in {m.records_in:,}, out {m.records_out:,}; dead letters "
+            f"{m.dead_letters:,}, late {m.late_records:,}; Spark jobs {m.bundles:,}",
+            highlight=False,
+        )
     for vertex in job_graph.vertices:
         for op in vertex.operators:
             if op.kind is OperatorKind.SINK:
@@ -166,8 +182,10 @@ def _print_summary(console: Console, job_graph, result, conf: Configuration) -> 
     dead = sum(m.dead_letters for m in result.accumulators.values())
     late = sum(m.late_records for m in result.accumulators.values())
     if dead or late:
-        console.print(f"side outputs: {dead:,} dead letters, {late:,} late records under "
-                      f"{Path(conf.get(PipelineOptions.SIDE_OUTPUT_DIR)) / job_graph.name}")
+        console.print(
+            f"side outputs: {dead:,} dead letters, {late:,} late records under "
+            f"{Path(conf.get(PipelineOptions.SIDE_OUTPUT_DIR)) / job_graph.name}"
+        )
 
 
 if __name__ == "__main__":

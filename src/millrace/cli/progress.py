@@ -39,8 +39,13 @@ class ProgressExecutor:
 
     def __call__(self, job_graph: JobGraph) -> JobResult:
         waiting = self.job_client.submit_job_wait(job_graph)
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, console=self.console, transient=False) as progress:
             bar = progress.add_task(f"{job_graph.name}: input splits", total=None, detail="")
             while True:
@@ -52,7 +57,8 @@ class ProgressExecutor:
                     pass
                 try:
                     details = self.job_client.request_job_details(job_graph.job_id).result(
-                        timeout=5)
+                        timeout=5
+                    )
                 except Exception:
                     continue
                 self._show(progress, bar, details)
@@ -64,10 +70,12 @@ class ProgressExecutor:
         states = "  ".join(
             f"{v.name.split(' -> ')[0].split(' by ')[0]}: "
             + ",".join(f"{n} {s}" for s, n in v.states.items())
-            for v in details.vertices)
+            for v in details.vertices
+        )
         restarts = f" (restarts {details.restarts})" if details.restarts else ""
-        progress.update(bar, total=details.splits_total or None,
-                        completed=details.splits_assigned,
-                        detail=f"{details.status.name}{restarts}  {states}")
-
-
+        progress.update(
+            bar,
+            total=details.splits_total or None,
+            completed=details.splits_assigned,
+            detail=f"{details.status.name}{restarts}  {states}",
+        )

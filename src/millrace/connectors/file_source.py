@@ -67,8 +67,10 @@ class FileSource:
         if self.format not in _FORMATS:
             raise ValueError(f"format must be one of {_FORMATS}, got {self.format!r}")
         if self.format == "csv" and self.schema is None:
-            raise ValueError("FileSource.csv needs a schema (DDL string or StructType), so that "
-                             "malformed rows can be detected")
+            raise ValueError(
+                "FileSource.csv needs a schema (DDL string or StructType), so that "
+                "malformed rows can be detected"
+            )
 
     @classmethod
     def parquet(cls, path: str) -> FileSource:
@@ -76,8 +78,9 @@ class FileSource:
         return cls(path, "parquet")
 
     @classmethod
-    def csv(cls, path: str, schema: Any, header: bool = True, sep: str = ",",
-            **options: str) -> FileSource:
+    def csv(
+        cls, path: str, schema: Any, header: bool = True, sep: str = ",", **options: str
+    ) -> FileSource:
         """CSV files with ``schema``; rows that do not fit it become dead letters.
 
         Raises:
@@ -109,8 +112,11 @@ class FileSource:
         if fs.isdir(root):
             paths = [p for p in fs.find(root) if not _hidden(p, root)]
         else:
-            paths = sorted(fs.glob(root)) if any(c in root for c in "*?[") else (
-                [root] if fs.exists(root) else [])
+            paths = (
+                sorted(fs.glob(root))
+                if any(c in root for c in "*?[")
+                else ([root] if fs.exists(root) else [])
+            )
         if not paths:
             raise FileNotFoundError(f"no input files at {self.path!r}")
         urls = [p if protocol in ("file", "local") else f"{protocol}://{p}" for p in sorted(paths)]
@@ -154,12 +160,20 @@ class FileSource:
         if self.format == "text":
             return SplitRead(spark.read.text(files), None, None)
         schema = _with_corrupt_column(spark, self.schema)
-        frame = (spark.read.schema(schema).options(**self.options)
-                 .option("mode", "PERMISSIVE")
-                 .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).csv(files))
+        frame = (
+            spark.read.schema(schema)
+            .options(**self.options)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+            .csv(files)
+        )
         fields = [F.col(f"`{name}`") for name in schema.fieldNames()]
-        return SplitRead(frame, _csv_reason(schema, self.options.get("sep", ",")),
-                         F.col(CORRUPT_COLUMN), F.max(F.xxhash64(*fields)))
+        return SplitRead(
+            frame,
+            _csv_reason(schema, self.options.get("sep", ",")),
+            F.col(CORRUPT_COLUMN),
+            F.max(F.xxhash64(*fields)),
+        )
 
 
 def _read_row_groups(splits: Sequence[InputSplit]) -> Any:
@@ -176,7 +190,7 @@ def _read_row_groups(splits: Sequence[InputSplit]) -> Any:
 
 
 def _hidden(path: str, root: str) -> bool:
-    rel = path[len(root):].lstrip("/")
+    rel = path[len(root) :].lstrip("/")
     return any(part.startswith((".", "_")) for part in rel.split("/"))
 
 
@@ -198,8 +212,7 @@ def _parquet_splits(fs: Any, url: str, event_time: str | None, start: int) -> li
             stats = group.column(column).statistics
             if stats is not None and stats.has_min_max and stats.null_count == 0:
                 low = _epoch_ms(stats.min)
-        splits.append(InputSplit(start + rg, url, rg if groups > 1 else None, low,
-                                 group.num_rows))
+        splits.append(InputSplit(start + rg, url, rg if groups > 1 else None, low, group.num_rows))
     return splits
 
 
@@ -207,8 +220,11 @@ def _epoch_ms(value: Any) -> int | None:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
-        return int(value.timestamp() * 1000) if value.microsecond % 1000 == 0 else (
-            int(value.timestamp() * 1_000_000) // 1000)
+        return (
+            int(value.timestamp() * 1000)
+            if value.microsecond % 1000 == 0
+            else (int(value.timestamp() * 1_000_000) // 1000)
+        )
     return None
 
 
@@ -236,15 +252,27 @@ def _csv_reason(schema: Any, sep: str) -> Any:
             continue
         token = F.trim(F.get(tokens, i))
         bad = (token != F.lit("")) & token.try_cast(f.dataType).isNull()
-        checks.append(F.when(bad, F.format_string(
-            f"field {f.name!r}: cannot parse '%s' as {f.dataType.simpleString()}",
-            F.substring(token, 1, 200))))
+        checks.append(
+            F.when(
+                bad,
+                F.format_string(
+                    f"field {f.name!r}: cannot parse '%s' as {f.dataType.simpleString()}",
+                    F.substring(token, 1, 200),
+                ),
+            )
+        )
     count = F.size(tokens)
-    arity = F.when(count != F.lit(len(fields)), F.format_string(
-        f"expected {len(fields)} fields, found %d", count))
-    detail = F.coalesce(arity, F.nullif(F.concat_ws("; ", *checks), F.lit("")),
-                        F.lit("malformed CSV record")) if checks else F.coalesce(
-        arity, F.lit("malformed CSV record"))
+    arity = F.when(
+        count != F.lit(len(fields)),
+        F.format_string(f"expected {len(fields)} fields, found %d", count),
+    )
+    detail = (
+        F.coalesce(
+            arity, F.nullif(F.concat_ws("; ", *checks), F.lit("")), F.lit("malformed CSV record")
+        )
+        if checks
+        else F.coalesce(arity, F.lit("malformed CSV record"))
+    )
     return F.when(raw.isNotNull(), detail)
 
 

@@ -77,8 +77,7 @@ class ParquetSink:
         if fs.exists(pending) and not fs.ls(pending, detail=False):
             fs.rm(pending, recursive=True)
 
-    def write(self, table: Any, job_id: str, subtask: int, sequence: int,
-              attempt_id: str) -> int:
+    def write(self, table: Any, job_id: str, subtask: int, sequence: int, attempt_id: str) -> int:
         """Task thread: write an Arrow table as one pending file; returns its rows.
 
         Args:

@@ -87,6 +87,9 @@ class FencedRpcEndpoint(RpcEndpoint):
         else:
             logger.info(
                 "dropped tell %s to %s: fencing token %r, expected %r",
-                invocation.method_name, self.endpoint_id, received, expected,
+                invocation.method_name,
+                self.endpoint_id,
+                received,
+                expected,
             )
         return False

@@ -203,7 +203,10 @@ def _tell_function(spec: GatewayMethod) -> Callable[..., None]:
 
 def _ask_function(spec: GatewayMethod) -> Callable[..., Future[Any]]:
     name, index, has_timeout, default = (
-        spec.name, spec.timeout_index, spec.has_timeout, spec.timeout_default
+        spec.name,
+        spec.timeout_index,
+        spec.has_timeout,
+        spec.timeout_default,
     )
 
     def ask(self: GatewayProxy, *args: Any, **kwargs: Any) -> Future[Any]:
@@ -275,7 +278,12 @@ def create_gateway_proxy(
         Any thread.
     """
     proxy = _proxy_class(gateway_type)(
-        address, endpoint_id, send, schedule_ask_timeout, ask_timeout,
-        fencing_token, fencing_token_supplier,
+        address,
+        endpoint_id,
+        send,
+        schedule_ask_timeout,
+        ask_timeout,
+        fencing_token,
+        fencing_token_supplier,
     )
     return typing.cast(G, proxy)

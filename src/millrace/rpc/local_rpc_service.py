@@ -37,7 +37,10 @@ class _PendingLookup:
     __slots__ = ("address", "fencing_token", "future", "gateway_type", "timer")
 
     def __init__(
-        self, address: str, gateway_type: type[Any], fencing_token: object | None,
+        self,
+        address: str,
+        gateway_type: type[Any],
+        fencing_token: object | None,
         future: Future[Any],
     ) -> None:
         self.address = address
@@ -119,11 +122,13 @@ class LocalRpcService:
         endpoint_id = endpoint.endpoint_id
         with self._lock:
             if self._close_future is not None:
-                raise RuntimeError(f"RpcService {self._name} is closed; cannot start "
-                                   f"endpoint {endpoint_id}")
+                raise RuntimeError(
+                    f"RpcService {self._name} is closed; cannot start endpoint {endpoint_id}"
+                )
             if endpoint_id in self._endpoints:
-                raise ValueError(f"RpcService {self._name} already hosts an endpoint with id "
-                                 f"{endpoint_id!r}")
+                raise ValueError(
+                    f"RpcService {self._name} already hosts an endpoint with id {endpoint_id!r}"
+                )
             self._endpoints[endpoint_id] = endpoint
             waiting = self._lookups.pop(endpoint_id, [])
         for lookup in waiting:
@@ -159,10 +164,14 @@ class LocalRpcService:
         """
         gateway_methods(gateway_type)  # validate the type eagerly
         future: Future[G] = Future()
-        endpoint_id = address[len(self._prefix):] if address.startswith(self._prefix) else ""
+        endpoint_id = address[len(self._prefix) :] if address.startswith(self._prefix) else ""
         if not endpoint_id or "/" in endpoint_id:
-            fail(future, RecipientUnreachableError(
-                address, f"not an endpoint address of RpcService {self._prefix}<endpoint id>"))
+            fail(
+                future,
+                RecipientUnreachableError(
+                    address, f"not an endpoint address of RpcService {self._prefix}<endpoint id>"
+                ),
+            )
             return future
         self._add_lookup(endpoint_id, _PendingLookup(address, gateway_type, fencing_token, future))
         return future
@@ -176,10 +185,13 @@ class LocalRpcService:
             if endpoint is None and not closed:
                 self._lookups.setdefault(endpoint_id, []).append(lookup)
                 lookup.timer = self._timer.schedule(
-                    self._lookup_timeout, lambda: self._expire_lookup(endpoint_id, lookup))
+                    self._lookup_timeout, lambda: self._expire_lookup(endpoint_id, lookup)
+                )
         if closed:
-            fail(lookup.future, RecipientUnreachableError(
-                lookup.address, f"RpcService {self._name} is closed"))
+            fail(
+                lookup.future,
+                RecipientUnreachableError(lookup.address, f"RpcService {self._name} is closed"),
+            )
         elif endpoint is not None:
             self._resolve(lookup, endpoint)
 
@@ -223,8 +235,10 @@ class LocalRpcService:
             lookups = [lookup for pending in self._lookups.values() for lookup in pending]
             self._lookups.clear()
         for lookup in lookups:
-            fail(lookup.future,
-                 RecipientUnreachableError(lookup.address, f"RpcService {self._name} closed"))
+            fail(
+                lookup.future,
+                RecipientUnreachableError(lookup.address, f"RpcService {self._name} closed"),
+            )
         terminations = all_of([endpoint.close_async() for endpoint in endpoints])
 
         def finish(done: Future[None]) -> None:
@@ -238,14 +252,22 @@ class LocalRpcService:
         methods = gateway_methods(lookup.gateway_type)
         missing = [name for name in methods if not callable(getattr(endpoint, name, None))]
         if missing:
-            fail(lookup.future, TypeError(
-                f"endpoint at {lookup.address} ({type(endpoint).__name__}) does not implement "
-                f"{', '.join(missing)} of {lookup.gateway_type.__name__}"))
+            fail(
+                lookup.future,
+                TypeError(
+                    f"endpoint at {lookup.address} ({type(endpoint).__name__}) does not implement "
+                    f"{', '.join(missing)} of {lookup.gateway_type.__name__}"
+                ),
+            )
             return
         proxy = create_gateway_proxy(
-            lookup.gateway_type, address=lookup.address, endpoint_id=endpoint.endpoint_id,
-            send=endpoint.rpc_server.enqueue, schedule_ask_timeout=self._timer.schedule_ask_timeout,
-            ask_timeout=self._ask_timeout, fencing_token=lookup.fencing_token,
+            lookup.gateway_type,
+            address=lookup.address,
+            endpoint_id=endpoint.endpoint_id,
+            send=endpoint.rpc_server.enqueue,
+            schedule_ask_timeout=self._timer.schedule_ask_timeout,
+            ask_timeout=self._ask_timeout,
+            fencing_token=lookup.fencing_token,
         )
         complete(lookup.future, proxy)
 
@@ -257,9 +279,13 @@ class LocalRpcService:
             pending.remove(lookup)
             if not pending:
                 del self._lookups[endpoint_id]
-        fail(lookup.future, RecipientUnreachableError(
-            lookup.address, f"no endpoint registered within rpc.lookup-timeout "
-                            f"({self._lookup_timeout:g} s)"))
+        fail(
+            lookup.future,
+            RecipientUnreachableError(
+                lookup.address,
+                f"no endpoint registered within rpc.lookup-timeout ({self._lookup_timeout:g} s)",
+            ),
+        )
 
     def __repr__(self) -> str:
         return f"LocalRpcService({self._name!r})"

@@ -56,8 +56,7 @@ class MessageCodec:
             raise ValueError(f"{cls.__name__} or type id {type_id} is registered already")
         if dataclasses.is_dataclass(cls):
             hints = typing.get_type_hints(cls)
-            self._hints[cls] = [(f.name, hints[f.name]) for f in dataclasses.fields(cls)
-                                if f.init]
+            self._hints[cls] = [(f.name, hints[f.name]) for f in dataclasses.fields(cls) if f.init]
         elif not issubclass(cls, enum.Enum):
             raise TypeError(f"{cls.__name__} is neither a dataclass nor an Enum")
         self._ids[cls] = type_id
@@ -84,8 +83,7 @@ class MessageCodec:
                 not match its declared type.
         """
         try:
-            return msgpack.unpackb(data, ext_hook=self._ext_hook, raw=False,
-                                   strict_map_key=False)
+            return msgpack.unpackb(data, ext_hook=self._ext_hook, raw=False, strict_map_key=False)
         except CodecError:
             raise
         except Exception as error:
@@ -99,8 +97,10 @@ class MessageCodec:
         if type_id is None:
             if isinstance(value, tuple):
                 return list(value)
-            raise CodecError(f"{cls.__module__}.{cls.__qualname__} is not a registered message "
-                             "type; register it with the codec or send plain data")
+            raise CodecError(
+                f"{cls.__module__}.{cls.__qualname__} is not a registered message "
+                "type; register it with the codec or send plain data"
+            )
         if isinstance(value, enum.Enum):
             body = [type_id, value.name]
             return msgpack.ExtType(_ENUM, self.encode(body))
@@ -116,16 +116,18 @@ class MessageCodec:
         if cls is None:
             raise CodecError(f"unknown message type id {type_id!r}")
         if code == _ENUM:
-            if not (issubclass(cls, enum.Enum) and len(values) == 1
-                    and values[0] in cls.__members__):
+            if not (
+                issubclass(cls, enum.Enum) and len(values) == 1 and values[0] in cls.__members__
+            ):
                 raise CodecError(f"invalid {cls.__name__} member {values!r}")
             return cls[values[0]]
         fields = self._hints.get(cls)
         if fields is None or len(values) != len(fields):
-            raise CodecError(f"{cls.__name__} takes {len(fields or [])} fields, got "
-                             f"{len(values)}")
-        converted = [_check(value, hint, f"{cls.__name__}.{name}", self._classes)
-                     for (name, hint), value in zip(fields, values, strict=True)]
+            raise CodecError(f"{cls.__name__} takes {len(fields or [])} fields, got {len(values)}")
+        converted = [
+            _check(value, hint, f"{cls.__name__}.{name}", self._classes)
+            for (name, hint), value in zip(fields, values, strict=True)
+        ]
         return cls(*converted)
 
 
@@ -155,8 +157,7 @@ def _check(value: Any, hint: Any, where: str, registered: dict[int, type]) -> An
         if (origin or hint) is tuple and args and args[-1] is not Ellipsis:
             if len(value) != len(args):
                 raise CodecError(f"{where}: expected {len(args)} items, got {len(value)}")
-            return tuple(_check(v, a, where, registered) for v, a in zip(value, args,
-                                                                         strict=True))
+            return tuple(_check(v, a, where, registered) for v, a in zip(value, args, strict=True))
         item = args[0] if args else Any
         items = [_check(v, item, where, registered) for v in value]
         return tuple(items) if (origin or hint) is tuple else items
@@ -164,8 +165,10 @@ def _check(value: Any, hint: Any, where: str, registered: dict[int, type]) -> An
         if not isinstance(value, dict):
             raise CodecError(f"{where}: expected a map, got {type(value).__name__}")
         key_hint, value_hint = typing.get_args(hint) or (Any, Any)
-        return {_check(k, key_hint, where, registered): _check(v, value_hint, where, registered)
-                for k, v in value.items()}
+        return {
+            _check(k, key_hint, where, registered): _check(v, value_hint, where, registered)
+            for k, v in value.items()
+        }
     if isinstance(hint, type):
         if hint is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
@@ -175,5 +178,3 @@ def _check(value: Any, hint: Any, where: str, registered: dict[int, type]) -> An
             raise CodecError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
         return value
     raise CodecError(f"{where}: unsupported field type {hint}")
-
-

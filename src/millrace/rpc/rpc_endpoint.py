@@ -287,12 +287,16 @@ class RpcEndpoint:
         """
         missing = [n for n in gateway_methods(gateway_type) if not callable(getattr(self, n, None))]
         if missing:
-            raise TypeError(f"{type(self).__name__} does not implement {missing} of "
-                            f"{gateway_type.__name__}")
+            raise TypeError(
+                f"{type(self).__name__} does not implement {missing} of {gateway_type.__name__}"
+            )
         service = self._rpc_service
         return create_gateway_proxy(
-            gateway_type, address=self._rpc_address, endpoint_id=self._rpc_endpoint_id,
-            send=self._rpc_enqueue, schedule_ask_timeout=service.schedule_ask_timeout,
+            gateway_type,
+            address=self._rpc_address,
+            endpoint_id=self._rpc_endpoint_id,
+            send=self._rpc_enqueue,
+            schedule_ask_timeout=service.schedule_ask_timeout,
             ask_timeout=service.ask_timeout,
             fencing_token_supplier=self._rpc_self_token_supplier(),
         )

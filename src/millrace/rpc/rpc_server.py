@@ -317,8 +317,10 @@ class RpcServer:
             fail(reply, self._stopped_error())
         self._pending_replies.clear()
         threading.Thread(
-            target=self._complete_termination, args=(error,),
-            name=f"{self._endpoint_id}-terminator", daemon=True,
+            target=self._complete_termination,
+            args=(error,),
+            name=f"{self._endpoint_id}-terminator",
+            daemon=True,
         ).start()
 
     def _complete_termination(self, error: BaseException | None) -> None:
@@ -343,8 +345,11 @@ class RpcServer:
                 if message.reply is not None:
                     fail(message.reply, self._stopped_error())
                 else:
-                    logger.debug("dropped tell %s to terminated RPC endpoint %s",
-                                 message.method_name, self._endpoint_id)
+                    logger.debug(
+                        "dropped tell %s to terminated RPC endpoint %s",
+                        message.method_name,
+                        self._endpoint_id,
+                    )
             elif cls is CallAsync:
                 fail(message.future, self._stopped_error())
             elif cls not in (ScheduledRun, _Control, _StopDone):

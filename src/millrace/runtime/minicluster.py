@@ -44,7 +44,9 @@ class MiniCluster:
     """
 
     def __init__(
-        self, configuration: Configuration | None = None, spark_session: Any = None,
+        self,
+        configuration: Configuration | None = None,
+        spark_session: Any = None,
         spark_factory: Callable[[Configuration], Any] | None = None,
     ) -> None:
         self.configuration = configuration or Configuration()
@@ -76,8 +78,13 @@ class MiniCluster:
         self.dispatcher = Dispatcher(self._rpc, conf, self.resource_manager.address, self._io)
         self.dispatcher.start()
         for i in range(conf.get(ClusterOptions.NUM_TASK_MANAGERS)):
-            te = TaskExecutor(self._rpc, conf, self.resource_manager.address, self.spark,
-                              ResourceId(f"taskmanager-{i}"))
+            te = TaskExecutor(
+                self._rpc,
+                conf,
+                self.resource_manager.address,
+                self.spark,
+                ResourceId(f"taskmanager-{i}"),
+            )
             te.start()
             self.task_executors.append(te)
         self._job_client = JobClient(self._rpc, self.dispatcher.address)

@@ -63,8 +63,9 @@ class AggregatePlan:
             if not isinstance(c, Column):
                 raise TypeError(f"agg() takes pyspark Columns such as F.count('*'), got {c!r}")
         calls = [_decompose(c) for c in columns]
-        names = tuple(call.name if call else _output_name(c) for call, c in zip(calls, columns,
-                                                                              strict=True))
+        names = tuple(
+            call.name if call else _output_name(c) for call, c in zip(calls, columns, strict=True)
+        )
         decomposed = tuple(calls) if all(calls) else None
         return cls(tuple(columns), names, decomposed)  # type: ignore[arg-type]
 
@@ -102,8 +103,10 @@ class AggregatePlan:
             elif call.function in ("min", "max"):
                 out.append(getattr(F, call.function)(f"__p{i}_m").alias(f"__p{i}_m"))
             else:
-                out += [F.sum(f"__p{i}_s").alias(f"__p{i}_s"),
-                        F.sum(f"__p{i}_c").alias(f"__p{i}_c")]
+                out += [
+                    F.sum(f"__p{i}_s").alias(f"__p{i}_s"),
+                    F.sum(f"__p{i}_c").alias(f"__p{i}_c"),
+                ]
         return out
 
     def final_columns(self) -> list[Column]:
@@ -117,8 +120,11 @@ class AggregatePlan:
             elif call.function in ("min", "max"):
                 out.append(getattr(F, call.function)(f"__p{i}_m").alias(call.name))
             else:
-                out.append(F.try_divide(F.sum(f"__p{i}_s").cast("double"),
-                                        F.sum(f"__p{i}_c")).alias(call.name))
+                out.append(
+                    F.try_divide(F.sum(f"__p{i}_s").cast("double"), F.sum(f"__p{i}_c")).alias(
+                        call.name
+                    )
+                )
         return out
 
     def _calls(self) -> tuple[AggregateCall, ...]:
@@ -141,8 +147,12 @@ def _decompose(column: Column) -> AggregateCall | None:
             return None
         function = str(node.functionName()).lower()
         args = node.arguments()
-        if (function not in _DECOMPOSABLE or node.isDistinct() or node.isUserDefinedFunction()
-                or args.size() != 1):
+        if (
+            function not in _DECOMPOSABLE
+            or node.isDistinct()
+            or node.isUserDefinedFunction()
+            or args.size() != 1
+        ):
             return None
         arg_node = args.apply(0)
         argument: Column | None

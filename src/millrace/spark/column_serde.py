@@ -20,8 +20,10 @@ def _jvm() -> Any:
 
     context = SparkContext._active_spark_context
     if context is None:
-        raise RuntimeError("no SparkContext runs in this process; Spark columns can only be "
-                           "serialized and loaded where a SparkSession runs")
+        raise RuntimeError(
+            "no SparkContext runs in this process; Spark columns can only be "
+            "serialized and loaded where a SparkSession runs"
+        )
     return context
 
 
@@ -58,8 +60,10 @@ def load_column(spark_version: str, node: bytes) -> Any:
 
     context = _jvm()
     if context.version != spark_version:
-        raise RuntimeError(f"the column was built with Spark {spark_version}, this process runs "
-                           f"Spark {context.version}; run the same Spark version everywhere")
+        raise RuntimeError(
+            f"the column was built with Spark {spark_version}, this process runs "
+            f"Spark {context.version}; run the same Spark version everywhere"
+        )
     jvm = context._jvm
     stream = jvm.java.io.ObjectInputStream(jvm.java.io.ByteArrayInputStream(node))
     try:

@@ -23,8 +23,7 @@ def side_output_dir(configuration: Configuration, job_name: str, tag: str) -> st
     return str(Path(configuration.get(PipelineOptions.SIDE_OUTPUT_DIR)) / safe / tag)
 
 
-def write_side_output(frame: Any, directory: str, source: Any, subtask: int,
-                      name: str) -> int:
+def write_side_output(frame: Any, directory: str, source: Any, subtask: int, name: str) -> int:
     """Write ``frame`` (columns ``reason``, ``record``) as ``<directory>/<name>.parquet``.
 
     One Spark job collects the rows as Arrow; pyarrow writes the file (subtasks write
@@ -43,8 +42,9 @@ def write_side_output(frame: Any, directory: str, source: Any, subtask: int,
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    table = frame.select(source.alias("source"), "reason", "record",
-                         F.lit(subtask).alias("subtask")).toArrow()
+    table = frame.select(
+        source.alias("source"), "reason", "record", F.lit(subtask).alias("subtask")
+    ).toArrow()
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     tmp = target / f".{name}.parquet.tmp"

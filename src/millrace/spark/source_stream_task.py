@@ -69,8 +69,13 @@ class SourceStreamTask(SparkStreamTask):
             self._run_bundle(source_op, tail, bundle, sequence, tracker.emitted)
             for split in bundle:
                 tracker.close_split(split.split_number)
-            logger.info("%s: bundle %d (%d splits) in %.3f s", env.task_name, sequence,
-                        len(bundle), time.perf_counter() - started)
+            logger.info(
+                "%s: bundle %d (%d splits) in %.3f s",
+                env.task_name,
+                sequence,
+                len(bundle),
+                time.perf_counter() - started,
+            )
             self._emit_watermark(tracker.advance())
             sequence += 1
         if self.tdd.output_partition is not None:
@@ -108,15 +113,23 @@ class SourceStreamTask(SparkStreamTask):
                 return bundle
 
     def _side_output_name(self, sequence: int) -> str:
-        return (f"part-{self.tdd.job_id[:8]}-{self.tdd.subtask_index:05d}-{sequence:06d}-"
-                f"{self.tdd.attempt_id[:8]}")
+        return (
+            f"part-{self.tdd.job_id[:8]}-{self.tdd.subtask_index:05d}-{sequence:06d}-"
+            f"{self.tdd.attempt_id[:8]}"
+        )
 
     def _emit_watermark(self, watermark: int | None) -> None:
         if watermark is not None and self.tdd.output_partition is not None:
             self.environment.broadcast(Watermark(watermark))
 
-    def _run_bundle(self, source_op: SourceOperator, tail: Any, splits: list[InputSplit],
-                    sequence: int, watermark: int) -> None:
+    def _run_bundle(
+        self,
+        source_op: SourceOperator,
+        tail: Any,
+        splits: list[InputSplit],
+        sequence: int,
+        watermark: int,
+    ) -> None:
         """Run one bundle over ``splits`` with late records judged against ``watermark``."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -128,8 +141,9 @@ class SourceStreamTask(SparkStreamTask):
         event_time = source_op.event_time
         reason = read.malformed_reason
         if event_time is not None:
-            null_time = F.when(F.col(event_time).isNull(),
-                               F.lit(f"event time column {event_time!r} is null"))
+            null_time = F.when(
+                F.col(event_time).isNull(), F.lit(f"event time column {event_time!r} is null")
+            )
             reason = null_time if reason is None else F.coalesce(reason, null_time)
         base = read.frame
         metrics = [F.count(F.lit(1)).alias("rows")]
@@ -152,29 +166,37 @@ class SourceStreamTask(SparkStreamTask):
                 _require_column(frame, tail.event_time, env.task_name)
             consumers = self.tdd.num_subpartitions
             windowed = frame.select(
-                "*", window_start_us(tail.event_time, window).alias(WINDOW_START),
+                "*",
+                window_start_us(tail.event_time, window).alias(WINDOW_START),
                 late_condition(window, watermark).alias(_LATE),
-                target_subtask(tail.keys, self.tdd.max_parallelism, consumers).alias(TARGET))
+                target_subtask(tail.keys, self.tdd.max_parallelism, consumers).alias(TARGET),
+            )
             if isinstance(tail, LocalWindowAggregateOperator):
                 # Late rows are kept apart by a grouping key, not a filter: one plan step less,
                 # and their count comes with the partials.
                 out = windowed.groupBy(*tail.keys, WINDOW_START, _LATE, TARGET).agg(
-                    *tail.plan.partial_columns(), F.count(F.lit(1)).alias(_ROWS))
+                    *tail.plan.partial_columns(), F.count(F.lit(1)).alias(_ROWS)
+                )
             else:
                 out = windowed.withColumn(_ROWS, F.lit(1))
             table, late = _split_late(_collect(out, env.task_name))
             files = write_exchange_files(
                 # per attempt: a zombie of a failed attempt can never overwrite a file that a
                 # later attempt announced
-                table, env.working_dir / "exchange" / self.tdd.vertex_id / self.tdd.attempt_id,
-                f"{self.tdd.subtask_index:03d}-{sequence:06d}", consumers, window.size_ms)
+                table,
+                env.working_dir / "exchange" / self.tdd.vertex_id / self.tdd.attempt_id,
+                f"{self.tdd.subtask_index:03d}-{sequence:06d}",
+                consumers,
+                window.size_ms,
+            )
             for target, bundle in files:
                 env.emit(target, bundle)
             env.metrics.records_out += table.num_rows
         elif self.sink is not None:
             table = _collect(frame, env.task_name)
             env.metrics.records_out += self.sink.sink.write(
-                table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id)
+                table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id
+            )
         else:
             raise PipelineError("a source chain must end in a window or a sink", env.task_name)
         env.metrics.bundles += 1
@@ -189,41 +211,58 @@ class SourceStreamTask(SparkStreamTask):
             env.metrics.late_records += late
             self._write_late(windowed, window, watermark, splits, sequence)
 
-    def _write_dead_letters(self, base: Any, reason: Any, raw_record: Any,
-                            splits: list[InputSplit], sequence: int) -> None:
+    def _write_dead_letters(
+        self, base: Any, reason: Any, raw_record: Any, splits: list[InputSplit], sequence: int
+    ) -> None:
         from pyspark.sql import functions as F
 
         columns = [F.col(f"`{c}`") for c in base.columns if c != CORRUPT_COLUMN]
         as_json = F.to_json(F.struct(*columns))
         record = as_json if raw_record is None else F.coalesce(raw_record, as_json)
         bad = base.select(reason.alias("reason"), record.alias("record")).where(
-            F.col("reason").isNotNull())
+            F.col("reason").isNotNull()
+        )
         env = self.environment
-        write_side_output(bad, side_output_dir(env.configuration, self.tdd.job_name,
-                                               "dead-letters"),
-                          _source_column(splits), self.tdd.subtask_index,
-                          self._side_output_name(sequence))
+        write_side_output(
+            bad,
+            side_output_dir(env.configuration, self.tdd.job_name, "dead-letters"),
+            _source_column(splits),
+            self.tdd.subtask_index,
+            self._side_output_name(sequence),
+        )
 
-    def _write_late(self, windowed: Any, window: Any, watermark: int,
-                    splits: list[InputSplit], sequence: int) -> None:
+    def _write_late(
+        self, windowed: Any, window: Any, watermark: int, splits: list[InputSplit], sequence: int
+    ) -> None:
         from pyspark.sql import functions as F
 
         internal = (_LATE, WINDOW_START, TARGET)
         columns = [F.col(f"`{c}`") for c in windowed.columns if c not in internal]
         late = windowed.where(F.col(_LATE)).select(
-            F.format_string("late: window ending at %d ms already fired at watermark %d ms",
-                            window_end_ms(window), F.lit(watermark)).alias("reason"),
-            F.to_json(F.struct(*columns)).alias("record"))
+            F.format_string(
+                "late: window ending at %d ms already fired at watermark %d ms",
+                window_end_ms(window),
+                F.lit(watermark),
+            ).alias("reason"),
+            F.to_json(F.struct(*columns)).alias("record"),
+        )
         env = self.environment
-        write_side_output(late, side_output_dir(env.configuration, self.tdd.job_name, "late"),
-                          _source_column(splits), self.tdd.subtask_index,
-                          self._side_output_name(sequence))
+        write_side_output(
+            late,
+            side_output_dir(env.configuration, self.tdd.job_name, "late"),
+            _source_column(splits),
+            self.tdd.subtask_index,
+            self._side_output_name(sequence),
+        )
 
 
 def _require_column(frame: Any, column: str, task_name: str) -> None:
     if column not in frame.columns:
-        raise PipelineError(f"event-time column {column!r} is not in the stream (columns: "
-                            f"{frame.columns}); keep it through transform()", task_name)
+        raise PipelineError(
+            f"event-time column {column!r} is not in the stream (columns: "
+            f"{frame.columns}); keep it through transform()",
+            task_name,
+        )
 
 
 def _collect(frame: Any, task_name: str) -> Any:
@@ -238,8 +277,9 @@ def _source_column(splits: list[InputSplit]) -> Any:
     """Which file a row came from: Spark's input file name, else the bundle's splits."""
     from pyspark.sql import functions as F
 
-    return F.coalesce(F.nullif(F.input_file_name(), F.lit("")),
-                      F.lit(", ".join(s.describe() for s in splits)))
+    return F.coalesce(
+        F.nullif(F.input_file_name(), F.lit("")), F.lit(", ".join(s.describe() for s in splits))
+    )
 
 
 def _split_late(table: Any) -> tuple[Any, int]:

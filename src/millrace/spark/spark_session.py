@@ -62,7 +62,8 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
     settings["spark.master"] = configuration.get(SparkOptions.MASTER)
     settings["spark.driver.memory"] = configuration.get(SparkOptions.DRIVER_MEMORY)
     settings["spark.sql.shuffle.partitions"] = str(
-        configuration.get(SparkOptions.SHUFFLE_PARTITIONS))
+        configuration.get(SparkOptions.SHUFFLE_PARTITIONS)
+    )
     settings.update({k: str(v) for k, v in configuration.items_with_prefix("spark.").items()})
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():

@@ -57,10 +57,15 @@ class SparkStreamTask(AbstractInvokable):
             try:
                 result = op.fn(frame)
             except Exception as error:
-                raise PipelineError(f"transform {op.name!r} raised {type(error).__name__}: "
-                                    f"{error}", self.tdd.task_name) from error
+                raise PipelineError(
+                    f"transform {op.name!r} raised {type(error).__name__}: {error}",
+                    self.tdd.task_name,
+                ) from error
             if not isinstance(result, DataFrame):
-                raise PipelineError(f"transform {op.name!r} must return a pyspark DataFrame, "
-                                    f"got {type(result).__name__}", self.tdd.task_name)
+                raise PipelineError(
+                    f"transform {op.name!r} must return a pyspark DataFrame, "
+                    f"got {type(result).__name__}",
+                    self.tdd.task_name,
+                )
             frame = result
         return frame

@@ -39,8 +39,9 @@ class WindowStreamTask(SparkStreamTask):
         env = self.environment
         op = self.operators[0]
         if not isinstance(op, WindowAggregateOperator):
-            raise PipelineError("a window chain must start with a WindowAggregateOperator",
-                                env.task_name)
+            raise PipelineError(
+                "a window chain must start with a WindowAggregateOperator", env.task_name
+            )
         if self.sink is None:
             raise PipelineError("a window chain must end in a sink", env.task_name)
         gate = env.input_gate
@@ -73,8 +74,8 @@ class WindowStreamTask(SparkStreamTask):
     def _ready(self, watermark: int) -> bool:
         """Whether some pending window ends at or before ``watermark + 1``."""
         return watermark > self._fired and any(
-            f.min_window_end_ms is None or f.min_window_end_ms - 1 <= watermark
-            for f in self._files)
+            f.min_window_end_ms is None or f.min_window_end_ms - 1 <= watermark for f in self._files
+        )
 
     def _pending_frame(self) -> Any:
         from pyspark.sql import functions as F
@@ -93,33 +94,45 @@ class WindowStreamTask(SparkStreamTask):
 
         op, env = self._op, self.environment
         started = time.perf_counter()
-        frame = self._pending_frame().where(
-            window_end_ms(op.window) - 1 <= F.lit(watermark))
+        frame = self._pending_frame().where(window_end_ms(op.window) - 1 <= F.lit(watermark))
         grouped = frame.groupBy(*op.keys, WINDOW_START)
-        aggregated = grouped.agg(*(op.plan.final_columns() if op.plan.decomposable
-                                   else op.plan.columns))
-        names = tuple(aggregated.columns[len(op.keys) + 1:])
+        aggregated = grouped.agg(
+            *(op.plan.final_columns() if op.plan.decomposable else op.plan.columns)
+        )
+        names = tuple(aggregated.columns[len(op.keys) + 1 :])
         result = aggregated.select(*window_output_columns(op.keys, op.window, names))
         result = self.apply_transforms(result, self.transforms)
         table = _collect(result, env.task_name)
         assert self.sink is not None
         env.metrics.records_out += self.sink.sink.write(
-            table, self.tdd.job_id, self.tdd.subtask_index, self._sequence, self.tdd.attempt_id)
+            table, self.tdd.job_id, self.tdd.subtask_index, self._sequence, self.tdd.attempt_id
+        )
         env.metrics.bundles += 1
         self._sequence += 1
         self._fired = watermark
-        done = [f for f in self._files if f.max_window_end_ms is not None
-                and f.max_window_end_ms - 1 <= watermark]
+        done = [
+            f
+            for f in self._files
+            if f.max_window_end_ms is not None and f.max_window_end_ms - 1 <= watermark
+        ]
         # Windows of the kept files that end at or before the watermark have fired: their
         # earliest unfired window ends no sooner than the window holding watermark + 1.
         next_end = op.window.window_start_ms(watermark + 1) + op.window.size_ms
         self._files = [
             replace(f, min_window_end_ms=max(f.min_window_end_ms or next_end, next_end))
-            for f in self._files if f not in done]
+            for f in self._files
+            if f not in done
+        ]
         for f in done:
             _remove(f.path)
-        logger.info("%s: fired at watermark %d: %d rows from %d files in %.3f s", env.task_name,
-                    watermark, table.num_rows, len(done), time.perf_counter() - started)
+        logger.info(
+            "%s: fired at watermark %d: %d rows from %d files in %.3f s",
+            env.task_name,
+            watermark,
+            table.num_rows,
+            len(done),
+            time.perf_counter() - started,
+        )
 
     def _compact(self) -> None:
         import pyarrow.compute as pc
@@ -144,9 +157,14 @@ class WindowStreamTask(SparkStreamTask):
             pq.write_table(table, path)
             bounds = pc.min_max(table.column(WINDOW_START))
             size = op.window.size_ms
-            self._files = [DataBundle(str(path), table.num_rows,
-                                      bounds["min"].as_py() // 1000 + size,
-                                      bounds["max"].as_py() // 1000 + size)]
+            self._files = [
+                DataBundle(
+                    str(path),
+                    table.num_rows,
+                    bounds["min"].as_py() // 1000 + size,
+                    bounds["max"].as_py() // 1000 + size,
+                )
+            ]
         env.metrics.bundles += 1
         self._sequence += 1
         for f in old:

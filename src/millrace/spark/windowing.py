@@ -55,8 +55,9 @@ def target_subtask(keys: tuple[str, ...], max_parallelism: int, parallelism: int
     return (key_group * F.lit(parallelism) / F.lit(max_parallelism)).cast("int")
 
 
-def window_output_columns(keys: tuple[str, ...], window: TumblingEventTimeWindows,
-                          names: tuple[str, ...]) -> list[Any]:
+def window_output_columns(
+    keys: tuple[str, ...], window: TumblingEventTimeWindows, names: tuple[str, ...]
+) -> list[Any]:
     """``keys..., window_start, window_end, aggregates...`` with UTC timestamps."""
     from pyspark.sql import functions as F
 

@@ -40,8 +40,15 @@ from millrace.rpc.message_codec import CodecError, MessageCodec
 from millrace.rpc.tcp.framing import ConnectionClosedError, encode_frame, read_frame
 from millrace.rpc.tcp.remote_errors import error_from_wire
 
-__all__ = ["CALL", "FOUND", "LOOKUP", "REPLY", "Connection", "handshake_accept",
-           "handshake_connect"]
+__all__ = [
+    "CALL",
+    "FOUND",
+    "LOOKUP",
+    "REPLY",
+    "Connection",
+    "handshake_accept",
+    "handshake_connect",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,38 +62,58 @@ def _proof(secret: bytes, nonce: bytes, role: bytes) -> bytes:
     return hmac.new(secret, role + nonce, hashlib.sha256).digest()
 
 
-async def handshake_accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                           codec: MessageCodec, secret: bytes, timeout: float) -> None:
+async def handshake_accept(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    codec: MessageCodec,
+    secret: bytes,
+    timeout: float,
+) -> None:
     """Acceptor side. Raises AuthenticationError, ConnectionClosedError or TimeoutError."""
     nonce = os.urandom(_NONCE_BYTES)
     writer.write(encode_frame(codec.encode([b"millrace-1", nonce]), _HANDSHAKE_LIMIT))
     await writer.drain()
     answer = codec.decode(await asyncio.wait_for(read_frame(reader, _HANDSHAKE_LIMIT), timeout))
-    if not (isinstance(answer, list) and len(answer) == 2
-            and all(isinstance(a, bytes) for a in answer)):
+    if not (
+        isinstance(answer, list) and len(answer) == 2 and all(isinstance(a, bytes) for a in answer)
+    ):
         raise AuthenticationError("malformed handshake answer")
     proof, peer_nonce = answer
     if not hmac.compare_digest(proof, _proof(secret, nonce, b"connector")):
         raise AuthenticationError("wrong cluster secret")
-    writer.write(encode_frame(codec.encode(_proof(secret, peer_nonce, b"acceptor")),
-                              _HANDSHAKE_LIMIT))
+    writer.write(
+        encode_frame(codec.encode(_proof(secret, peer_nonce, b"acceptor")), _HANDSHAKE_LIMIT)
+    )
     await writer.drain()
 
 
-async def handshake_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                            codec: MessageCodec, secret: bytes, timeout: float) -> None:
+async def handshake_connect(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    codec: MessageCodec,
+    secret: bytes,
+    timeout: float,
+) -> None:
     """Connector side. Raises AuthenticationError, ConnectionClosedError or TimeoutError."""
     hello = codec.decode(await asyncio.wait_for(read_frame(reader, _HANDSHAKE_LIMIT), timeout))
-    if not (isinstance(hello, list) and len(hello) == 2 and hello[0] == b"millrace-1"
-            and isinstance(hello[1], bytes)):
+    if not (
+        isinstance(hello, list)
+        and len(hello) == 2
+        and hello[0] == b"millrace-1"
+        and isinstance(hello[1], bytes)
+    ):
         raise AuthenticationError("the peer is not a Millrace RPC endpoint")
     nonce = os.urandom(_NONCE_BYTES)
-    writer.write(encode_frame(codec.encode([_proof(secret, hello[1], b"connector"), nonce]),
-                              _HANDSHAKE_LIMIT))
+    writer.write(
+        encode_frame(
+            codec.encode([_proof(secret, hello[1], b"connector"), nonce]), _HANDSHAKE_LIMIT
+        )
+    )
     await writer.drain()
     proof = codec.decode(await asyncio.wait_for(read_frame(reader, _HANDSHAKE_LIMIT), timeout))
-    if not (isinstance(proof, bytes)
-            and hmac.compare_digest(proof, _proof(secret, nonce, b"acceptor"))):
+    if not (
+        isinstance(proof, bytes) and hmac.compare_digest(proof, _proof(secret, nonce, b"acceptor"))
+    ):
         raise AuthenticationError("the peer does not know the cluster secret")
 
 
@@ -101,10 +128,15 @@ class Connection:
         on_closed: Called once when the connection ends.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 codec: MessageCodec, limit_bytes: int,
-                 on_message: Callable[[Connection, list[Any]], None],
-                 on_closed: Callable[[Connection], None]) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        codec: MessageCodec,
+        limit_bytes: int,
+        on_message: Callable[[Connection, list[Any]], None],
+        on_closed: Callable[[Connection], None],
+    ) -> None:
         host, port = writer.get_extra_info("peername")[:2]
         self.peer = f"{host}:{port}"
         self._reader = reader
@@ -199,8 +231,12 @@ class Connection:
         try:
             while True:
                 message = self._codec.decode(await read_frame(self._reader, self._limit))
-                if not (isinstance(message, list) and len(message) >= 2
-                        and isinstance(message[0], int) and isinstance(message[1], int)):
+                if not (
+                    isinstance(message, list)
+                    and len(message) >= 2
+                    and isinstance(message[0], int)
+                    and isinstance(message[1], int)
+                ):
                     raise CodecError(f"not a wire message: {str(message)[:80]}")
                 if message[0] in (REPLY, FOUND):
                     self._complete(message)

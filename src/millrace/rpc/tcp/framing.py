@@ -54,4 +54,5 @@ async def read_frame(reader: asyncio.StreamReader, limit_bytes: int) -> bytes:
         return await reader.readexactly(length)
     except asyncio.IncompleteReadError as error:
         raise ConnectionClosedError(
-            f"connection closed after {len(error.partial)} of {length} payload bytes") from error
+            f"connection closed after {len(error.partial)} of {length} payload bytes"
+        ) from error

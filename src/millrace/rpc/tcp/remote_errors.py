@@ -47,8 +47,7 @@ def error_from_wire(wire: Any) -> BaseException:
 def _allowed_class(module: Any, qualname: Any) -> type[BaseException] | None:
     if module == "builtins":
         cls = getattr(builtins, str(qualname), None)
-    elif module in ("millrace.errors", "millrace.rpc.message_codec",
-                    "millrace.rpc.tcp.framing"):
+    elif module in ("millrace.errors", "millrace.rpc.message_codec", "millrace.rpc.tcp.framing"):
         import importlib
 
         cls = getattr(importlib.import_module(module), str(qualname), None)

@@ -70,9 +70,16 @@ class TcpRpcService(LocalRpcService):
     """
 
     def __init__(
-        self, name: str, *, secret: bytes, codec: MessageCodec,
-        configuration: Configuration | None = None, clock: Clock | None = None,
-        host: str = "127.0.0.1", port: int = 0, framesize_bytes: int = 10_485_760,
+        self,
+        name: str,
+        *,
+        secret: bytes,
+        codec: MessageCodec,
+        configuration: Configuration | None = None,
+        clock: Clock | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        framesize_bytes: int = 10_485_760,
     ) -> None:
         if len(secret) < 16:
             raise ValueError("the cluster secret must be at least 16 bytes")
@@ -88,7 +95,8 @@ class TcpRpcService(LocalRpcService):
         self._tcp_close_future: Future[None] | None = None
         self._connecting: set[Future[Any]] = set()  # connects not yet resolved
         self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._accept, host, port), self._loop).result()
+            asyncio.start_server(self._accept, host, port), self._loop
+        ).result()
         bound_host, bound_port = self._server.sockets[0].getsockname()[:2]
         self._authority = f"{bound_host}:{bound_port}"
         self._prefix = f"{SCHEME}://{self._authority}/"
@@ -131,10 +139,16 @@ class TcpRpcService(LocalRpcService):
             self._connecting.add(result)
         result.add_done_callback(self._connecting.discard)
         # The lookup timeout runs from now, on the service clock, whatever the network does.
-        timer = self._timer.schedule(self.lookup_timeout, lambda: fail(
-            result, RecipientUnreachableError(
-                address, f"no endpoint answered within rpc.lookup-timeout "
-                         f"({self.lookup_timeout:g} s)")))
+        timer = self._timer.schedule(
+            self.lookup_timeout,
+            lambda: fail(
+                result,
+                RecipientUnreachableError(
+                    address,
+                    f"no endpoint answered within rpc.lookup-timeout ({self.lookup_timeout:g} s)",
+                ),
+            ),
+        )
         result.add_done_callback(lambda _: timer.cancel())
         connecting = self._connection_to(authority)
 
@@ -144,45 +158,77 @@ class TcpRpcService(LocalRpcService):
                 return
             connection = done.result()
             found: Future[Any] = Future()
-            result.add_done_callback(lambda _: fail(found, RecipientUnreachableError(
-                address, "lookup abandoned")))
+            result.add_done_callback(
+                lambda _: fail(found, RecipientUnreachableError(address, "lookup abandoned"))
+            )
             try:
                 connection.request_threadsafe([LOOKUP, 0, endpoint_id, methods], found)
             except Exception as error:
                 fail(result, error)
                 return
-            found.add_done_callback(lambda f: self._found(f, connection, address, endpoint_id,
-                                                          gateway_type, fencing_token, result))
+            found.add_done_callback(
+                lambda f: self._found(
+                    f, connection, address, endpoint_id, gateway_type, fencing_token, result
+                )
+            )
 
         connecting.add_done_callback(connected)
         return result
 
-    def _found(self, found: Future[Any], connection: Connection, address: str, endpoint_id: str,
-               gateway_type: type[G], fencing_token: object | None, result: Future[G]) -> None:
+    def _found(
+        self,
+        found: Future[Any],
+        connection: Connection,
+        address: str,
+        endpoint_id: str,
+        gateway_type: type[G],
+        fencing_token: object | None,
+        result: Future[G],
+    ) -> None:
         if found.exception() is not None:
             fail(result, RecipientUnreachableError(address, str(found.exception())))
             return
         _, _, number, error = found.result()
         if error is not None:
-            fail(result, TypeError(error) if error.startswith("TypeError")
-                 else RecipientUnreachableError(address, error))
+            fail(
+                result,
+                TypeError(error)
+                if error.startswith("TypeError")
+                else RecipientUnreachableError(address, error),
+            )
             return
 
         def send(invocation: RpcInvocation) -> None:
-            message = [CALL, 0, number, invocation.method_name, list(invocation.args),
-                       invocation.kwargs, invocation.fencing_token]
+            message = [
+                CALL,
+                0,
+                number,
+                invocation.method_name,
+                list(invocation.args),
+                invocation.kwargs,
+                invocation.fencing_token,
+            ]
             connection.request_threadsafe(message, invocation.reply)
 
-        complete(result, create_gateway_proxy(
-            gateway_type, address=address, endpoint_id=endpoint_id, send=send,
-            schedule_ask_timeout=self.schedule_ask_timeout, ask_timeout=self.ask_timeout,
-            fencing_token=fencing_token))
+        complete(
+            result,
+            create_gateway_proxy(
+                gateway_type,
+                address=address,
+                endpoint_id=endpoint_id,
+                send=send,
+                schedule_ask_timeout=self.schedule_ask_timeout,
+                ask_timeout=self.ask_timeout,
+                fencing_token=fencing_token,
+            ),
+        )
 
     def _connection_to(self, authority: str) -> Future[Connection]:
         with self._lock:  # callers on many threads share one connection per peer
             existing = self._connections.get(authority)
-            if existing is not None and not (existing.done() and (
-                    existing.exception() is not None or existing.result().closed)):
+            if existing is not None and not (
+                existing.done() and (existing.exception() is not None or existing.result().closed)
+            ):
                 return existing
             future: Future[Connection] = Future()
             self._connections[authority] = future
@@ -195,25 +241,25 @@ class TcpRpcService(LocalRpcService):
         host, _, port = authority.rpartition(":")
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, int(port)), self.lookup_timeout)
+                asyncio.open_connection(host, int(port)), self.lookup_timeout
+            )
         except (OSError, TimeoutError, ValueError) as error:
             raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
         try:
-            await handshake_connect(reader, writer, self._codec, self._secret,
-                                    self.lookup_timeout)
+            await handshake_connect(reader, writer, self._codec, self._secret, self.lookup_timeout)
         except Exception as error:
             writer.close()
             raise RecipientUnreachableError(authority, f"handshake failed: {error}") from error
-        return Connection(reader, writer, self._codec, self._framesize, self._on_message,
-                          lambda c: None)
+        return Connection(
+            reader, writer, self._codec, self._framesize, self._on_message, lambda c: None
+        )
 
     # Server side ---------------------------------------------------------------------------------
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         try:
-            await handshake_accept(reader, writer, self._codec, self._secret,
-                                   self.lookup_timeout)
+            await handshake_accept(reader, writer, self._codec, self._secret, self.lookup_timeout)
         except asyncio.CancelledError:  # the service is closing
             writer.close()
             return
@@ -221,8 +267,9 @@ class TcpRpcService(LocalRpcService):
             logger.warning("rejected connection from %s: %s", peer, error or type(error).__name__)
             writer.close()
             return
-        connection = Connection(reader, writer, self._codec, self._framesize, self._on_message,
-                                self._accepted.discard)
+        connection = Connection(
+            reader, writer, self._codec, self._framesize, self._on_message, self._accepted.discard
+        )
         self._accepted.add(connection)
 
     def _on_message(self, connection: Connection, message: list[Any]) -> None:
@@ -234,8 +281,9 @@ class TcpRpcService(LocalRpcService):
         else:
             connection.close(f"unexpected message kind {message[0]}")
 
-    def _lookup(self, connection: Connection, lookup_id: int, endpoint_id: Any,
-                methods: Any) -> None:
+    def _lookup(
+        self, connection: Connection, lookup_id: int, endpoint_id: Any, methods: Any
+    ) -> None:
         def answer(number: int | None, error: str | None) -> None:
             connection.send_threadsafe([FOUND, lookup_id, number, error])
 
@@ -251,8 +299,11 @@ class TcpRpcService(LocalRpcService):
             endpoint = done.result()
             missing = [m for m in methods if not callable(getattr(endpoint, str(m), None))]
             if missing:
-                answer(None, f"TypeError: endpoint {endpoint_id} ({type(endpoint).__name__}) "
-                             f"does not implement {', '.join(map(str, missing))}")
+                answer(
+                    None,
+                    f"TypeError: endpoint {endpoint_id} ({type(endpoint).__name__}) "
+                    f"does not implement {', '.join(map(str, missing))}",
+                )
                 return
             number = next((n for n, e in connection.exported.items() if e is endpoint), None)
             if number is None:
@@ -262,15 +313,35 @@ class TcpRpcService(LocalRpcService):
 
         waiting.add_done_callback(lambda done: self._loop.call_soon_threadsafe(resolved, done))
 
-    def _call(self, connection: Connection, call_id: Any, number: Any, method: Any, args: Any,
-              kwargs: Any, token: Any) -> None:
+    def _call(
+        self,
+        connection: Connection,
+        call_id: Any,
+        number: Any,
+        method: Any,
+        args: Any,
+        kwargs: Any,
+        token: Any,
+    ) -> None:
         endpoint = connection.exported.get(number)
         reply: Future[Any] | None = Future() if call_id else None
-        if endpoint is None or not isinstance(method, str) or not isinstance(args, list) or (
-                not isinstance(kwargs, dict)):
+        if (
+            endpoint is None
+            or not isinstance(method, str)
+            or not isinstance(args, list)
+            or (not isinstance(kwargs, dict))
+        ):
             if reply is not None:
-                connection.send_threadsafe([REPLY, call_id, False, error_to_wire(
-                    RecipientUnreachableError(str(number), "unknown endpoint or bad call"))])
+                connection.send_threadsafe(
+                    [
+                        REPLY,
+                        call_id,
+                        False,
+                        error_to_wire(
+                            RecipientUnreachableError(str(number), "unknown endpoint or bad call")
+                        ),
+                    ]
+                )
             return
         if reply is not None:
             reply.add_done_callback(lambda done: self._reply(connection, call_id, done))
@@ -293,8 +364,9 @@ class TcpRpcService(LocalRpcService):
     def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
         """The hosted endpoint ``endpoint_id``, waiting up to the lookup timeout for it."""
         future: Future[RpcEndpoint] = Future()
-        self._add_lookup(endpoint_id,
-                         _PendingLookup(self.address_of(endpoint_id), None, None, future))
+        self._add_lookup(
+            endpoint_id, _PendingLookup(self.address_of(endpoint_id), None, None, future)
+        )
         return future
 
     def _resolve(self, lookup: _PendingLookup, endpoint: RpcEndpoint) -> None:
@@ -334,8 +406,7 @@ class TcpRpcService(LocalRpcService):
         with self._lock:
             unresolved = list(self._connecting) + list(self._connections.values())
         for future in unresolved:
-            fail(future, RecipientUnreachableError(self._prefix, f"RpcService {self._name} "
-                                                   "closed"))
+            fail(future, RecipientUnreachableError(self._prefix, f"RpcService {self._name} closed"))
 
         def shut_down(terminated: Future[None]) -> None:
             def finish() -> None:
@@ -351,8 +422,9 @@ class TcpRpcService(LocalRpcService):
                 self._loop.call_soon(self._loop.stop)
                 transfer(terminated, done)
 
-            asyncio.run_coroutine_threadsafe(self._stop_network(), self._loop) \
-                .add_done_callback(stopped)
+            asyncio.run_coroutine_threadsafe(self._stop_network(), self._loop).add_done_callback(
+                stopped
+            )
 
         closing.add_done_callback(shut_down)
         return done
@@ -364,7 +436,7 @@ class TcpRpcService(LocalRpcService):
 def _parse(address: str) -> tuple[str | None, str]:
     if not address.startswith(f"{SCHEME}://"):
         return None, ""
-    authority, _, endpoint_id = address[len(SCHEME) + 3:].partition("/")
+    authority, _, endpoint_id = address[len(SCHEME) + 3 :].partition("/")
     if not authority or ":" not in authority or not endpoint_id or "/" in endpoint_id:
         return None, ""
     return authority, endpoint_id

@@ -54,8 +54,9 @@ class JobClient(RpcEndpoint, JobClientGateway):
         other thread.
     """
 
-    def __init__(self, rpc_service: RpcService, dispatcher_address: str,
-                 endpoint_id: str = "jobclient") -> None:
+    def __init__(
+        self, rpc_service: RpcService, dispatcher_address: str, endpoint_id: str = "jobclient"
+    ) -> None:
         super().__init__(rpc_service, endpoint_id)
         self._dispatcher_address = dispatcher_address
         self._dispatcher: Future[DispatcherGateway] | None = None
@@ -65,8 +66,9 @@ class JobClient(RpcEndpoint, JobClientGateway):
 
     def submit_job_detached(self, job_graph: JobGraph) -> Future[JobId]:
         reply: Future[JobId] = Future()
-        self._with_dispatcher(lambda d: d.submit_job(job_graph),
-                              lambda _: reply.set_result(job_graph.job_id), reply)
+        self._with_dispatcher(
+            lambda d: d.submit_job(job_graph), lambda _: reply.set_result(job_graph.job_id), reply
+        )
         return reply
 
     def submit_job_wait(
@@ -77,7 +79,9 @@ class JobClient(RpcEndpoint, JobClientGateway):
         def submitted(_: object) -> None:
             self._with_dispatcher(
                 lambda d: d.request_job_result(job_graph.job_id, timeout=NO_TIMEOUT),
-                reply.set_result, reply)
+                reply.set_result,
+                reply,
+            )
 
         self._with_dispatcher(lambda d: d.submit_job(job_graph), submitted, reply)
         return reply
@@ -89,8 +93,9 @@ class JobClient(RpcEndpoint, JobClientGateway):
 
     def cancel_job(self, job_id: JobId) -> Future[None]:
         reply: Future[None] = Future()
-        self._with_dispatcher(lambda d: d.cancel_job(job_id), lambda _: reply.set_result(None),
-                              reply)
+        self._with_dispatcher(
+            lambda d: d.cancel_job(job_id), lambda _: reply.set_result(None), reply
+        )
         return reply
 
     def _with_dispatcher(self, call, on_result, reply: Future) -> None:  # type: ignore[no-untyped-def]

@@ -42,8 +42,11 @@ class Dispatcher(RpcEndpoint, DispatcherGateway):
     """
 
     def __init__(
-        self, rpc_service: RpcService, configuration: Configuration,
-        resource_manager_address: str, io_executor: Executor,
+        self,
+        rpc_service: RpcService,
+        configuration: Configuration,
+        resource_manager_address: str,
+        io_executor: Executor,
         endpoint_id: str = "dispatcher",
     ) -> None:
         super().__init__(rpc_service, endpoint_id)
@@ -63,13 +66,16 @@ class Dispatcher(RpcEndpoint, DispatcherGateway):
         if max(v.parallelism for v in job_graph.vertices) > job_graph.max_parallelism:
             raise JobSubmissionError(
                 f"job {job_graph.name!r}: a parallelism exceeds max parallelism "
-                f"{job_graph.max_parallelism}")
-        job_master = JobMaster(self.rpc_service, job_graph, self._configuration,
-                               self._rm_address, self._io)
+                f"{job_graph.max_parallelism}"
+            )
+        job_master = JobMaster(
+            self.rpc_service, job_graph, self._configuration, self._rm_address, self._io
+        )
         self._job_masters[job_id] = job_master
         job_master.start()
-        self.on_main_thread(job_master.result_future, lambda f: self._job_reached_terminal(
-            job_id, f))
+        self.on_main_thread(
+            job_master.result_future, lambda f: self._job_reached_terminal(job_id, f)
+        )
         logger.info("submitted job %s (%s)", job_graph.name, job_id)
         return Acknowledge()
 
@@ -105,8 +111,10 @@ class Dispatcher(RpcEndpoint, DispatcherGateway):
 
     def list_jobs(self, timeout: float | None = None) -> list[JobDetails] | Future:
         done = [r.details for r in self._results.values()]
-        running = [jm.get_self_gateway(JobMasterGateway).request_job_details()
-                   for jm in self._job_masters.values()]
+        running = [
+            jm.get_self_gateway(JobMasterGateway).request_job_details()
+            for jm in self._job_masters.values()
+        ]
         reply: Future[list[JobDetails]] = Future()
         if not running:
             reply.set_result(done)

@@ -188,7 +188,8 @@ class ExecutionGraph:
         self._by_id = {v.vertex_id: v for v in self.vertices}
         self._by_attempt: dict[ExecutionAttemptId, Execution] = {
             ev.current_execution.attempt_id: ev.current_execution
-            for v in self.vertices for ev in v.task_vertices
+            for v in self.vertices
+            for ev in v.task_vertices
         }
 
     def reset_for_restart(self) -> None:
@@ -230,5 +231,6 @@ class ExecutionGraph:
         """
         if self.status.is_globally_terminal:
             raise IllegalExecutionStateTransitionError(
-                f"job {self.job_id}", self.status.name, target.name)
+                f"job {self.job_id}", self.status.name, target.name
+            )
         self.status = target

@@ -81,8 +81,9 @@ class FixedDelayRestartStrategy:
 class ExponentialDelayRestartStrategy:
     """Unbounded restarts with growing delays; quiet periods reset the backoff."""
 
-    def __init__(self, initial: float, maximum: float, multiplier: float,
-                 reset_threshold: float) -> None:
+    def __init__(
+        self, initial: float, maximum: float, multiplier: float, reset_threshold: float
+    ) -> None:
         self.initial, self.maximum = initial, maximum
         self.multiplier, self.reset_threshold = multiplier, reset_threshold
         self._delay = 0.0
@@ -91,8 +92,9 @@ class ExponentialDelayRestartStrategy:
     def notify_failure(self, now: float) -> None:
         if self._last_failure is not None and now - self._last_failure >= self.reset_threshold:
             self._delay = 0.0
-        self._delay = self.initial if self._delay == 0 else min(
-            self._delay * self.multiplier, self.maximum)
+        self._delay = (
+            self.initial if self._delay == 0 else min(self._delay * self.multiplier, self.maximum)
+        )
         self._last_failure = now
 
     def can_restart(self) -> bool:
@@ -102,8 +104,10 @@ class ExponentialDelayRestartStrategy:
         return self._delay
 
     def __repr__(self) -> str:
-        return (f"ExponentialDelayRestartStrategy(initial={self.initial:g} s, "
-                f"max={self.maximum:g} s, multiplier={self.multiplier:g})")
+        return (
+            f"ExponentialDelayRestartStrategy(initial={self.initial:g} s, "
+            f"max={self.maximum:g} s, multiplier={self.multiplier:g})"
+        )
 
 
 class FailureRateRestartStrategy:
@@ -127,8 +131,10 @@ class FailureRateRestartStrategy:
         return self.delay
 
     def __repr__(self) -> str:
-        return (f"FailureRateRestartStrategy(max {self.max_failures} per "
-                f"{self.interval:g} s, delay={self.delay:g} s)")
+        return (
+            f"FailureRateRestartStrategy(max {self.max_failures} per "
+            f"{self.interval:g} s, delay={self.delay:g} s)"
+        )
 
 
 def restart_strategy_from(conf: Configuration) -> RestartStrategy:
@@ -141,14 +147,19 @@ def restart_strategy_from(conf: Configuration) -> RestartStrategy:
     if kind == "none":
         return NoRestartStrategy()
     if kind == "fixed-delay":
-        return FixedDelayRestartStrategy(conf.get(FailoverOptions.FIXED_DELAY_ATTEMPTS),
-                                         conf.get(FailoverOptions.FIXED_DELAY_DELAY))
+        return FixedDelayRestartStrategy(
+            conf.get(FailoverOptions.FIXED_DELAY_ATTEMPTS),
+            conf.get(FailoverOptions.FIXED_DELAY_DELAY),
+        )
     if kind == "exponential-delay":
         return ExponentialDelayRestartStrategy(
             conf.get(FailoverOptions.EXPONENTIAL_INITIAL),
             conf.get(FailoverOptions.EXPONENTIAL_MAX),
             conf.get(FailoverOptions.EXPONENTIAL_MULTIPLIER),
-            conf.get(FailoverOptions.EXPONENTIAL_RESET))
-    return FailureRateRestartStrategy(conf.get(FailoverOptions.FAILURE_RATE_MAX),
-                                      conf.get(FailoverOptions.FAILURE_RATE_INTERVAL),
-                                      conf.get(FailoverOptions.FAILURE_RATE_DELAY))
+            conf.get(FailoverOptions.EXPONENTIAL_RESET),
+        )
+    return FailureRateRestartStrategy(
+        conf.get(FailoverOptions.FAILURE_RATE_MAX),
+        conf.get(FailoverOptions.FAILURE_RATE_INTERVAL),
+        conf.get(FailoverOptions.FAILURE_RATE_DELAY),
+    )

@@ -52,9 +52,15 @@ class HeartbeatManager:
         threshold: phi threshold (``heartbeat.threshold``).
     """
 
-    def __init__(self, clock: Clock, schedule: Callable[[Callable[[], None], float], object],
-                 listener: HeartbeatListener, interval: float, pause: float,
-                 threshold: float) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        schedule: Callable[[Callable[[], None], float], object],
+        listener: HeartbeatListener,
+        interval: float,
+        pause: float,
+        threshold: float,
+    ) -> None:
         self._clock = clock
         self._schedule = schedule
         self._listener = listener
@@ -78,8 +84,9 @@ class HeartbeatManager:
     def monitor_target(self, resource_id: str, request: Callable[[], None]) -> None:
         """Watch ``resource_id``; ``request()`` asks it for a heartbeat. It counts as alive
         now."""
-        detector = PhiAccrualFailureDetector(self._clock, self._threshold, self._pause,
-                                             self.interval)
+        detector = PhiAccrualFailureDetector(
+            self._clock, self._threshold, self._pause, self.interval
+        )
         detector.heartbeat()
         self._targets[resource_id] = _Target(request, detector)
 
@@ -105,8 +112,12 @@ class HeartbeatManager:
             return
         for resource_id, target in list(self._targets.items()):
             if not target.detector.is_available():
-                logger.warning("heartbeat of %s timed out (phi %.1f > %.1f)", resource_id,
-                               target.detector.phi(), self._threshold)
+                logger.warning(
+                    "heartbeat of %s timed out (phi %.1f > %.1f)",
+                    resource_id,
+                    target.detector.phi(),
+                    self._threshold,
+                )
                 del self._targets[resource_id]
                 self._listener.notify_heartbeat_timeout(resource_id)
                 continue

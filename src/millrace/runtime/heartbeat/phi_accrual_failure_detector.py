@@ -34,8 +34,12 @@ class PhiAccrualFailureDetector:
     """
 
     def __init__(
-        self, clock: Clock, threshold: float, acceptable_pause: float,
-        first_heartbeat_estimate: float, max_sample_size: int = 200,
+        self,
+        clock: Clock,
+        threshold: float,
+        acceptable_pause: float,
+        first_heartbeat_estimate: float,
+        max_sample_size: int = 200,
         min_std_deviation: float | None = None,
     ) -> None:
         if threshold <= 0 or acceptable_pause < 0 or first_heartbeat_estimate <= 0:
@@ -43,8 +47,11 @@ class PhiAccrualFailureDetector:
         self._clock = clock
         self.threshold = threshold
         self._pause = acceptable_pause
-        self._min_std = min_std_deviation if min_std_deviation is not None else max(
-            first_heartbeat_estimate / 10, 0.001)
+        self._min_std = (
+            min_std_deviation
+            if min_std_deviation is not None
+            else max(first_heartbeat_estimate / 10, 0.001)
+        )
         self._intervals: deque[float] = deque(maxlen=max_sample_size)
         # Seed with a guess so phi means something before two heartbeats arrived.
         std = first_heartbeat_estimate / 4

@@ -69,7 +69,8 @@ class InputGate:
         if not self._pending:
             return []
         done, _ = concurrent.futures.wait(
-            list(self._pending), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+            list(self._pending), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
+        )
         out: list[tuple[int, PartitionEvent]] = []
         for future in done:
             channel = self._pending.pop(future)
@@ -93,4 +94,3 @@ class InputGate:
 
     def __repr__(self) -> str:
         return f"InputGate(channels={len(self._channels)}, watermark={self.watermark})"
-

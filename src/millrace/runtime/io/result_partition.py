@@ -41,7 +41,8 @@ class ResultPartition:
         self.job_id = job_id
         self._logs: list[list[PartitionEvent]] = [[] for _ in range(num_subpartitions)]
         self._waiting: list[list[tuple[int, Future[PartitionEvents]]]] = [
-            [] for _ in range(num_subpartitions)]
+            [] for _ in range(num_subpartitions)
+        ]
         self.has_data = False
         self.num_events = 0
         self.finished = False

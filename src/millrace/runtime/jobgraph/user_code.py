@@ -31,7 +31,7 @@ _NOT_SHIPPABLE = {
     "SparkSession": "use the DataFrame's own session inside the function (df.sparkSession)",
     "SparkContext": "use df.sparkSession.sparkContext inside the function",
     "DataFrame": "read the data inside the function (df.sparkSession.read...) instead of "
-                 "capturing a DataFrame built by the script",
+    "capturing a DataFrame built by the script",
 }
 
 
@@ -51,10 +51,13 @@ class _UserCodePickler(cloudpickle.Pickler):
 
                 return reduce_column(obj)
             advice = _NOT_SHIPPABLE.get(cls.__name__)
-            if advice is not None and module.startswith(("pyspark.sql", "pyspark.core",
-                                                          "pyspark.context")):
-                raise UserCodeError(f"a {cls.__name__} is captured by user code and cannot be "
-                                    f"shipped to the TaskManagers; {advice}")
+            if advice is not None and module.startswith(
+                ("pyspark.sql", "pyspark.core", "pyspark.context")
+            ):
+                raise UserCodeError(
+                    f"a {cls.__name__} is captured by user code and cannot be "
+                    f"shipped to the TaskManagers; {advice}"
+                )
         return super().reducer_override(obj)
 
 
@@ -81,8 +84,9 @@ def serialize_user_code(value: Any, what: str) -> bytes:
     except UserCodeError as error:
         raise UserCodeError(f"{what}: {error}") from error
     except Exception as error:
-        raise UserCodeError(f"{what} cannot be serialized for the cluster: "
-                            f"{type(error).__name__}: {error}") from error
+        raise UserCodeError(
+            f"{what} cannot be serialized for the cluster: {type(error).__name__}: {error}"
+        ) from error
     return buffer.getvalue()
 
 
@@ -105,5 +109,6 @@ def deserialize_user_code(data: bytes, what: str) -> Any:
     except UserCodeError:
         raise
     except Exception as error:
-        raise UserCodeError(f"{what} cannot be loaded in this process: "
-                            f"{type(error).__name__}: {error}") from error
+        raise UserCodeError(
+            f"{what} cannot be loaded in this process: {type(error).__name__}: {error}"
+        ) from error

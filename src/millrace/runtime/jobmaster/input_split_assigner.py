@@ -28,8 +28,10 @@ class InputSplitAssigner:
     """
 
     def __init__(self, splits: list[InputSplit]) -> None:
-        ordered = sorted(splits, key=lambda s: (
-            s.min_event_time_ms is None, s.min_event_time_ms or 0, s.split_number))
+        ordered = sorted(
+            splits,
+            key=lambda s: (s.min_event_time_ms is None, s.min_event_time_ms or 0, s.split_number),
+        )
         self._unassigned = deque(ordered)
         self.total = len(splits)
 

@@ -101,8 +101,12 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
     """
 
     def __init__(
-        self, rpc_service: RpcService, job_graph: JobGraph, configuration: Configuration,
-        resource_manager_address: str, io_executor: Executor,
+        self,
+        rpc_service: RpcService,
+        job_graph: JobGraph,
+        configuration: Configuration,
+        resource_manager_address: str,
+        io_executor: Executor,
     ) -> None:
         self.job_master_id = new_id()
         super().__init__(rpc_service, f"jobmaster-{job_graph.job_id[:12]}", self.job_master_id)
@@ -121,23 +125,32 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._start = time.time()
         self._end: float | None = None
         self._failure: str | None = None
-        self._working_dir = Path(configuration.get(ClusterOptions.TMP_DIR)) / "jobs" / (
-            job_graph.job_id)
+        self._working_dir = (
+            Path(configuration.get(ClusterOptions.TMP_DIR)) / "jobs" / (job_graph.job_id)
+        )
         self._restart_strategy = restart_strategy_from(configuration)
         self.restarts = 0
         self._restart_scheduled = False
         self._heartbeats = HeartbeatManager(
-            self.clock, self.schedule_run_async, self,
-            configuration.get(HeartbeatOptions.INTERVAL), configuration.get(HeartbeatOptions.PAUSE),
-            configuration.get(HeartbeatOptions.THRESHOLD))
+            self.clock,
+            self.schedule_run_async,
+            self,
+            configuration.get(HeartbeatOptions.INTERVAL),
+            configuration.get(HeartbeatOptions.PAUSE),
+            configuration.get(HeartbeatOptions.THRESHOLD),
+        )
 
     # Life cycle --------------------------------------------------------------------------------
 
     def on_start(self) -> None:
         self._heartbeats.start()
         self.execution_graph.transition_job(JobStatus.RUNNING)
-        logger.info("job %s (%s) RUNNING; %d slots required", self.job_graph.name,
-                    self.job_graph.job_id, self.job_graph.slots_required())
+        logger.info(
+            "job %s (%s) RUNNING; %d slots required",
+            self.job_graph.name,
+            self.job_graph.job_id,
+            self.job_graph.slots_required(),
+        )
         self.on_main_thread(self._io.submit(self._prepare), self._prepared)
 
     def on_stop(self) -> None:
@@ -190,8 +203,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
 
     def _request_missing_slots(self) -> None:
         assert self._resource_manager is not None
-        missing = self.job_graph.slots_required() - len(self._slots) - len(
-            self._pending_allocations)
+        missing = (
+            self.job_graph.slots_required() - len(self._slots) - len(self._pending_allocations)
+        )
         if missing <= 0 and len(self._slots) >= self.job_graph.slots_required():
             self._deploy_sources()
             return
@@ -199,7 +213,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             allocation_id = AllocationId(new_id())
             self._pending_allocations.append(allocation_id)
             self._resource_manager.request_slot(
-                self.address, self.job_master_id, self.job_graph.job_id, allocation_id)
+                self.address, self.job_master_id, self.job_graph.job_id, allocation_id
+            )
         timeout = self._configuration.get(ClusterOptions.SLOT_REQUEST_TIMEOUT)
         self.schedule_run_async(self._check_slot_timeout, timeout)
 
@@ -210,12 +225,16 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 f"could not obtain {needed} slots within slot.request.timeout="
                 f"{self._configuration.get(ClusterOptions.SLOT_REQUEST_TIMEOUT):g} s (got "
                 f"{len(self._slots)}); add TaskManagers or lower the parallelism",
-                self.job_graph.job_id)
+                self.job_graph.job_id,
+            )
             self._fail_job(str(cause))
             self._maybe_complete()
 
     def offer_slots(
-        self, resource_id: str, task_manager_address: str, offers: list[SlotOffer],
+        self,
+        resource_id: str,
+        task_manager_address: str,
+        offers: list[SlotOffer],
         timeout: float | None = None,
     ) -> Future[list[SlotOffer]]:
         wanted = [o for o in offers if o.allocation_id in self._pending_allocations]
@@ -236,12 +255,16 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 reply.set_exception(f.exception())  # type: ignore[arg-type]
                 return
             for offer in wanted:
-                self._slots.append(_Slot(offer.allocation_id, resource_id,
-                                         Address(task_manager_address), f.result()))
+                self._slots.append(
+                    _Slot(
+                        offer.allocation_id, resource_id, Address(task_manager_address), f.result()
+                    )
+                )
             gateway, job_id = f.result(), self.job_graph.job_id
             if resource_id not in self._heartbeats.monitored:
                 self._heartbeats.monitor_target(
-                    resource_id, lambda: gateway.heartbeat_from_job_manager(job_id))
+                    resource_id, lambda: gateway.heartbeat_from_job_manager(job_id)
+                )
             reply.set_result(wanted)
             if len(self._slots) == self.job_graph.slots_required():
                 self._deploy_sources()
@@ -254,8 +277,11 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
     def _deploy_sources(self) -> None:
         if self.execution_graph.status is not JobStatus.RUNNING:
             return
-        logger.info("job %s: all %d slots allocated; deploying sources", self.job_graph.name,
-                    len(self._slots))
+        logger.info(
+            "job %s: all %d slots allocated; deploying sources",
+            self.job_graph.name,
+            len(self._slots),
+        )
         for jv in self.execution_graph.vertices:
             if jv.job_vertex.is_source:
                 self._deploy_vertex(jv)
@@ -272,20 +298,32 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             execution.transition_to(ExecutionState.DEPLOYING)
             execution.task_manager = slot.task_manager
             channels = tuple(
-                InputChannelDescriptor(p.current_execution.partition_id, ev.subtask_index,
-                                       p.current_execution.task_manager,  # type: ignore[arg-type]
-                                       p.subtask_index)
-                for producer in producers for p in producer.task_vertices)
+                InputChannelDescriptor(
+                    p.current_execution.partition_id,
+                    ev.subtask_index,
+                    p.current_execution.task_manager,  # type: ignore[arg-type]
+                    p.subtask_index,
+                )
+                for producer in producers
+                for p in producer.task_vertices
+            )
             tdd = TaskDeploymentDescriptor(
-                job_id=self.job_graph.job_id, job_name=self.job_graph.name,
-                job_master_address=Address(self.address), vertex_id=jv.vertex_id,
-                task_name=ev.task_name, subtask_index=ev.subtask_index,
-                parallelism=jv.parallelism, attempt_id=execution.attempt_id,
-                allocation_id=slot.allocation_id, invokable=jv.job_vertex.invokable,
-                operators=tuple(jv.job_vertex.operators), is_source=jv.job_vertex.is_source,
+                job_id=self.job_graph.job_id,
+                job_name=self.job_graph.name,
+                job_master_address=Address(self.address),
+                vertex_id=jv.vertex_id,
+                task_name=ev.task_name,
+                subtask_index=ev.subtask_index,
+                parallelism=jv.parallelism,
+                attempt_id=execution.attempt_id,
+                allocation_id=slot.allocation_id,
+                invokable=jv.job_vertex.invokable,
+                operators=tuple(jv.job_vertex.operators),
+                is_source=jv.job_vertex.is_source,
                 output_partition=execution.partition_id if consumers else None,
                 num_subpartitions=consumers[0].parallelism if consumers else 0,
-                input_channels=channels, max_parallelism=self.job_graph.max_parallelism,
+                input_channels=channels,
+                max_parallelism=self.job_graph.max_parallelism,
                 configuration=self._configuration.to_dict(),
             )
             submitting = slot.gateway.submit_task(tdd)
@@ -314,8 +352,11 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 continue
             producers = self.execution_graph.producers_of(consumer.vertex_id)
             if all(p.vertex_id in self._deployed_vertices for p in producers):
-                logger.info("job %s: deploying %s (ScheduleOrUpdateConsumers)",
-                            self.job_graph.name, consumer.name)
+                logger.info(
+                    "job %s: deploying %s (ScheduleOrUpdateConsumers)",
+                    self.job_graph.name,
+                    consumer.name,
+                )
                 self._deploy_vertex(consumer)
 
     # Task state --------------------------------------------------------------------------------
@@ -338,19 +379,25 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         elif target is ExecutionState.CANCELED:
             execution.transition_to(ExecutionState.CANCELING)
         execution.transition_to(target)
-        state = TaskExecutionState(state.job_id, state.attempt_id, target, state.metrics,
-                                   state.error)
+        state = TaskExecutionState(
+            state.job_id, state.attempt_id, target, state.metrics, state.error
+        )
         if state.state is ExecutionState.FAILED:
             execution.failure = state.error or "unknown error"
             self._handle_failure(f"{execution.vertex.task_name} failed: {execution.failure}")
-        elif (state.state is ExecutionState.CANCELED and self._failure is None
-              and self.execution_graph.status is not JobStatus.RESTARTING):
+        elif (
+            state.state is ExecutionState.CANCELED
+            and self._failure is None
+            and self.execution_graph.status is not JobStatus.RESTARTING
+        ):
             self._fail_job(f"{execution.vertex.task_name} was cancelled", JobStatus.CANCELLING)
         self._maybe_complete()
         return Acknowledge()
 
     def request_next_input_split(
-        self, vertex_id: JobVertexId, attempt_id: ExecutionAttemptId,
+        self,
+        vertex_id: JobVertexId,
+        attempt_id: ExecutionAttemptId,
         timeout: float | None = None,
     ) -> NextInputSplit:
         execution = self.execution_graph.execution(attempt_id)
@@ -373,7 +420,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         if graph.status is JobStatus.RESTARTING:
             graph.status = JobStatus.RUNNING  # give up restarting
         if graph.status in (JobStatus.FAILING, JobStatus.CANCELLING) or (
-                graph.status.is_globally_terminal):
+            graph.status.is_globally_terminal
+        ):
             return
         logger.info("job %s %s: %s", self.job_graph.name, status.name, cause)
         self._failure = cause
@@ -389,7 +437,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             if execution.state in (ExecutionState.CREATED, ExecutionState.SCHEDULED):
                 execution.transition_to(ExecutionState.CANCELED)
             elif not execution.state.is_terminal and execution.state is not (
-                    ExecutionState.CANCELING):
+                ExecutionState.CANCELING
+            ):
                 execution.transition_to(ExecutionState.CANCELING)
                 gateway = self._gateway_of(execution)
                 if gateway is None:
@@ -418,8 +467,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         if not self._restart_strategy.can_restart():
             self._fail_job(f"{cause} (no restart left: {self._restart_strategy!r})")
             return
-        logger.warning("job %s: %s; restarting (%r)", self.job_graph.name, cause,
-                       self._restart_strategy)
+        logger.warning(
+            "job %s: %s; restarting (%r)", self.job_graph.name, cause, self._restart_strategy
+        )
         self._last_failure = cause
         graph.transition_job(JobStatus.RESTARTING)
         self._cancel_executions()
@@ -439,8 +489,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             slot.gateway.release_partitions(self.job_graph.job_id)
         self.execution_graph.reset_for_restart()
         self._deployed_vertices.clear()
-        self.on_main_thread(self._io.submit(self._prepare_restart, self._sink_connectors),
-                            self._restarted)
+        self.on_main_thread(
+            self._io.submit(self._prepare_restart, self._sink_connectors), self._restarted
+        )
 
     def _prepare_restart(self, sinks: list[tuple[JobVertexId, Any]]) -> _Preparation:
         """I/O executor: drop the failed attempt's files and pending output, enumerate again."""
@@ -459,8 +510,13 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._assigners = preparing.result().assigners
         self._sink_connectors = preparing.result().sinks
         self.execution_graph.transition_job(JobStatus.RUNNING)
-        logger.info("job %s: restart %d; %d of %d slots held", self.job_graph.name,
-                    self.restarts, len(self._slots), self.job_graph.slots_required())
+        logger.info(
+            "job %s: restart %d; %d of %d slots held",
+            self.job_graph.name,
+            self.restarts,
+            len(self._slots),
+            self.job_graph.slots_required(),
+        )
         self._request_missing_slots()
 
     # DeathWatch (seed 000) ---------------------------------------------------------------------
@@ -478,8 +534,12 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 execution.failure = f"TaskManager {resource_id} lost (heartbeat timeout)"
                 execution.transition_to(ExecutionState.FAILED)
                 failed = True
-        logger.warning("job %s: TaskManager %s lost; %d slots gone", self.job_graph.name,
-                       resource_id, len(lost))
+        logger.warning(
+            "job %s: TaskManager %s lost; %d slots gone",
+            self.job_graph.name,
+            resource_id,
+            len(lost),
+        )
         if failed or lost:
             self._handle_failure(f"TaskManager {resource_id} lost (heartbeat timeout)")
         self._maybe_complete()
@@ -490,21 +550,30 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             return
         if graph.status is JobStatus.RUNNING and graph.all_finished():
             graph.transition_job(JobStatus.FINISHED)  # sinks commit before the result is out
-            attempts = {jv.vertex_id: {ev.current_execution.attempt_id
-                                       for ev in jv.task_vertices} for jv in graph.vertices}
-            self.on_main_thread(self._io.submit(self._commit_sinks, self._sink_connectors,
-                                                attempts), self._committed)
+            attempts = {
+                jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
+                for jv in graph.vertices
+            }
+            self.on_main_thread(
+                self._io.submit(self._commit_sinks, self._sink_connectors, attempts),
+                self._committed,
+            )
         elif graph.status is JobStatus.RESTARTING:
             if all(e.state.is_terminal for e in graph.executions()):
                 self._schedule_restart()
         elif graph.status is not JobStatus.RUNNING and all(
-                e.state.is_terminal for e in graph.executions()):
-            graph.transition_job(JobStatus.CANCELED if graph.status is JobStatus.CANCELLING
-                                 else JobStatus.FAILED)
+            e.state.is_terminal for e in graph.executions()
+        ):
+            graph.transition_job(
+                JobStatus.CANCELED if graph.status is JobStatus.CANCELLING else JobStatus.FAILED
+            )
             self._complete()
 
-    def _commit_sinks(self, sinks: list[tuple[JobVertexId, Any]],
-                      attempts: dict[JobVertexId, set[ExecutionAttemptId]]) -> None:
+    def _commit_sinks(
+        self,
+        sinks: list[tuple[JobVertexId, Any]],
+        attempts: dict[JobVertexId, set[ExecutionAttemptId]],
+    ) -> None:
         """I/O executor: make the output of the finishing attempts visible (FinalizeOnMaster).
 
         Args:
@@ -546,8 +615,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         graph = self.execution_graph
         if graph.status is not JobStatus.FINISHED:
             if not graph.status.is_globally_terminal:
-                graph.status = (JobStatus.CANCELED if graph.status is JobStatus.CANCELLING
-                                else JobStatus.FAILED)
+                graph.status = (
+                    JobStatus.CANCELED if graph.status is JobStatus.CANCELLING else JobStatus.FAILED
+                )
             self._io.submit(self._abort_sinks, self._sink_connectors)
         details = self._details()
         duration = self._end - self._start
@@ -556,10 +626,12 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             accumulators = {jv.name: jv.metrics() for jv in graph.vertices}
             result = JobResultSuccess(self.job_graph.job_id, duration, accumulators, details)
         else:
-            result = JobResultFailure(self.job_graph.job_id, graph.status, duration,
-                                      self._failure or "unknown", details)
-        logger.info("job %s %s in %.2f s", self.job_graph.name,
-                    self.execution_graph.status.name, duration)
+            result = JobResultFailure(
+                self.job_graph.job_id, graph.status, duration, self._failure or "unknown", details
+            )
+        logger.info(
+            "job %s %s in %.2f s", self.job_graph.name, self.execution_graph.status.name, duration
+        )
         self.result_future.set_result(result)
 
     def request_job_details(self, timeout: float | None = None) -> JobDetails:
@@ -568,23 +640,32 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
     def _details(self) -> JobDetails:
         graph = self.execution_graph
         vertices = [
-            VertexDetails(jv.name, jv.parallelism,
-                          {s.name: n for s, n in jv.state_counts().items()}, jv.metrics())
+            VertexDetails(
+                jv.name,
+                jv.parallelism,
+                {s.name: n for s, n in jv.state_counts().items()},
+                jv.metrics(),
+            )
             for jv in graph.vertices
         ]
         end = self._end or time.time()
         return JobDetails(
-            self.job_graph.job_id, self.job_graph.name, graph.status, self._start,
-            end - self._start, vertices,
+            self.job_graph.job_id,
+            self.job_graph.name,
+            graph.status,
+            self._start,
+            end - self._start,
+            vertices,
             sum(a.total for a in self._assigners.values()),
-            sum(a.assigned for a in self._assigners.values()), self.restarts)
+            sum(a.assigned for a in self._assigners.values()),
+            self.restarts,
+        )
 
     def _gateway_of(self, execution: Execution) -> TaskExecutorGateway | None:
-        return next((s.gateway for s in self._slots
-                     if s.allocation_id == execution.allocation_id), None)
+        return next(
+            (s.gateway for s in self._slots if s.allocation_id == execution.allocation_id), None
+        )
 
 
 def _describe(error: BaseException | None) -> str:
     return f"{type(error).__name__}: {error}"
-
-

@@ -20,7 +20,10 @@ __all__ = ["JobMasterGateway"]
 
 class JobMasterGateway(FencedRpcGateway, Protocol):
     def offer_slots(
-        self, resource_id: str, task_manager_address: str, offers: list[SlotOffer],
+        self,
+        resource_id: str,
+        task_manager_address: str,
+        offers: list[SlotOffer],
         timeout: float | None = None,
     ) -> Future[list[SlotOffer]]:
         """A TaskManager offers slots; the reply lists the accepted ones."""
@@ -31,7 +34,9 @@ class JobMasterGateway(FencedRpcGateway, Protocol):
         ...
 
     def request_next_input_split(
-        self, vertex_id: JobVertexId, attempt_id: ExecutionAttemptId,
+        self,
+        vertex_id: JobVertexId,
+        attempt_id: ExecutionAttemptId,
         timeout: float | None = None,
     ) -> Future[NextInputSplit]:
         """RequestNextInputSplit -> NextInputSplit (split None when exhausted)."""

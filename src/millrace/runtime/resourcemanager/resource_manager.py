@@ -51,16 +51,25 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
         mailbox).
     """
 
-    def __init__(self, rpc_service: RpcService, endpoint_id: str = "resourcemanager",
-                 configuration: Configuration | None = None) -> None:
+    def __init__(
+        self,
+        rpc_service: RpcService,
+        endpoint_id: str = "resourcemanager",
+        configuration: Configuration | None = None,
+    ) -> None:
         super().__init__(rpc_service, endpoint_id)
         conf = configuration or Configuration()
         self.resource_manager_id = new_id()
         self._slots = SlotManager()
         self._task_executors: dict[ResourceId, TaskExecutorGateway] = {}
         self._heartbeats = HeartbeatManager(
-            self.clock, self.schedule_run_async, self, conf.get(HeartbeatOptions.INTERVAL),
-            conf.get(HeartbeatOptions.PAUSE), conf.get(HeartbeatOptions.THRESHOLD))
+            self.clock,
+            self.schedule_run_async,
+            self,
+            conf.get(HeartbeatOptions.INTERVAL),
+            conf.get(HeartbeatOptions.PAUSE),
+            conf.get(HeartbeatOptions.THRESHOLD),
+        )
 
     def on_start(self) -> None:
         self._heartbeats.start()
@@ -77,10 +86,12 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
         if registration.protocol_version != PROTOCOL_VERSION:
             return RefuseRegistration(
                 f"protocol version {registration.protocol_version} is not supported; this "
-                f"ResourceManager speaks version {PROTOCOL_VERSION}")
+                f"ResourceManager speaks version {PROTOCOL_VERSION}"
+            )
         if registration.number_of_slots < 1:
             return RefuseRegistration(
-                f"a TaskManager must offer at least one slot, got {registration.number_of_slots}")
+                f"a TaskManager must offer at least one slot, got {registration.number_of_slots}"
+            )
         known = self._slots.registration(registration.resource_id)
         if known is not None and known[0] == registration.address:
             return AlreadyRegistered(known[1], self.resource_manager_id)
@@ -90,7 +101,9 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
         return reply
 
     def _finish_registration(
-        self, registration: RegisterTaskManager, connecting: Future[TaskExecutorGateway],
+        self,
+        registration: RegisterTaskManager,
+        connecting: Future[TaskExecutorGateway],
         reply: Future[RegistrationResponse],
     ) -> None:
         error = connecting.exception()
@@ -98,29 +111,44 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
             reply.set_result(RefuseRegistration(f"cannot reach {registration.address}: {error}"))
             return
         if registration.resource_id in self._task_executors:
-            logger.info("TaskManager %s re-registered at %s", registration.resource_id,
-                        registration.address)
+            logger.info(
+                "TaskManager %s re-registered at %s", registration.resource_id, registration.address
+            )
         registration_id = new_id()
         gateway = connecting.result()
         self._task_executors[registration.resource_id] = gateway
         rm_id = self.resource_manager_id
         self._heartbeats.monitor_target(
-            registration.resource_id, lambda: gateway.heartbeat_from_resource_manager(rm_id))
-        self._slots.register(registration.resource_id, registration.address,
-                             registration.number_of_slots, registration_id)
-        logger.info("registered TaskManager %s at %s with %d slots", registration.resource_id,
-                    registration.address, registration.number_of_slots)
+            registration.resource_id, lambda: gateway.heartbeat_from_resource_manager(rm_id)
+        )
+        self._slots.register(
+            registration.resource_id,
+            registration.address,
+            registration.number_of_slots,
+            registration_id,
+        )
+        logger.info(
+            "registered TaskManager %s at %s with %d slots",
+            registration.resource_id,
+            registration.address,
+            registration.number_of_slots,
+        )
         reply.set_result(AcknowledgeRegistration(registration_id, self.resource_manager_id))
         self._serve_requests()
 
     # Slots -------------------------------------------------------------------------------------
 
     def request_slot(
-        self, job_master_address: str, job_master_id: str, job_id: JobId,
-        allocation_id: AllocationId, timeout: float | None = None,
+        self,
+        job_master_address: str,
+        job_master_id: str,
+        job_id: JobId,
+        allocation_id: AllocationId,
+        timeout: float | None = None,
     ) -> Acknowledge:
         self._slots.add_request(
-            PendingSlotRequest(job_id, allocation_id, job_master_address, job_master_id))
+            PendingSlotRequest(job_id, allocation_id, job_master_address, job_master_id)
+        )
         self._serve_requests()
         return Acknowledge()
 
@@ -142,8 +170,9 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
     def notify_heartbeat_timeout(self, resource_id: str) -> None:
         """A TaskManager stopped answering: it is dead to the cluster; its slots leave the
         pool. If it was only cut off, it registers again when it can."""
-        logger.warning("TaskManager %s is unreachable (heartbeat timeout); removing its slots",
-                       resource_id)
+        logger.warning(
+            "TaskManager %s is unreachable (heartbeat timeout); removing its slots", resource_id
+        )
         self._task_executors.pop(ResourceId(resource_id), None)
         self._slots.unregister(ResourceId(resource_id))
 
@@ -151,8 +180,12 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
         for request, slot, _address in self._slots.match():
             gateway = self._task_executors[slot.resource_id]
             allocating = gateway.request_slot(
-                slot.slot_index, request.job_id, request.allocation_id,
-                request.job_master_address, request.job_master_id)
+                slot.slot_index,
+                request.job_id,
+                request.allocation_id,
+                request.job_master_address,
+                request.job_master_id,
+            )
             self.on_main_thread(allocating, lambda f, r=request, s=slot: self._allocated(f, r, s))
 
     def _allocated(
@@ -161,8 +194,12 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
         error = allocating.exception()
         if error is None:
             return
-        logger.warning("TaskManager %s could not allocate slot %d: %s; retrying the request",
-                       slot.resource_id, slot.slot_index, error)
+        logger.warning(
+            "TaskManager %s could not allocate slot %d: %s; retrying the request",
+            slot.resource_id,
+            slot.slot_index,
+            error,
+        )
         self._slots.free(slot.resource_id, slot.slot_index)
         self._slots.add_request(request)
         self.schedule_run_async(self._serve_requests, 0.1)

@@ -23,8 +23,12 @@ class ResourceManagerGateway(RpcGateway, Protocol):
         ...
 
     def request_slot(
-        self, job_master_address: str, job_master_id: str, job_id: JobId,
-        allocation_id: AllocationId, timeout: float | None = None,
+        self,
+        job_master_address: str,
+        job_master_id: str,
+        job_id: JobId,
+        allocation_id: AllocationId,
+        timeout: float | None = None,
     ) -> Future[Acknowledge]:
         """Find a free slot and have its TaskManager offer it to the JobMaster.
 

@@ -61,11 +61,12 @@ class SlotManager:
         self._workers: dict[ResourceId, _Worker] = {}
         self._pending: deque[PendingSlotRequest] = deque()
 
-    def register(self, resource_id: ResourceId, address: Address, slots: int,
-                 registration_id: str) -> None:
+    def register(
+        self, resource_id: ResourceId, address: Address, slots: int, registration_id: str
+    ) -> None:
         self._workers[resource_id] = _Worker(
-            address, registration_id,
-            [TaskManagerSlot(resource_id, i) for i in range(slots)])
+            address, registration_id, [TaskManagerSlot(resource_id, i) for i in range(slots)]
+        )
 
     def unregister(self, resource_id: ResourceId) -> None:
         self._workers.pop(resource_id, None)
@@ -110,8 +111,9 @@ class SlotManager:
 
     def infos(self) -> list[TaskManagerInfo]:
         return [
-            TaskManagerInfo(rid, w.address, len(w.slots),
-                            sum(s.allocation_id is None for s in w.slots))
+            TaskManagerInfo(
+                rid, w.address, len(w.slots), sum(s.allocation_id is None for s in w.slots)
+            )
             for rid, w in self._workers.items()
         ]
 

@@ -68,7 +68,10 @@ class Task:
     """
 
     def __init__(
-        self, tdd: TaskDeploymentDescriptor, environment: TaskEnvironment, report: ReportFn,
+        self,
+        tdd: TaskDeploymentDescriptor,
+        environment: TaskEnvironment,
+        report: ReportFn,
         on_spark_cancel: Callable[[], None] = lambda: None,
     ) -> None:
         self.tdd = tdd

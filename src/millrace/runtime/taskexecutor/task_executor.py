@@ -81,8 +81,11 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
     """
 
     def __init__(
-        self, rpc_service: RpcService, configuration: Configuration,
-        resource_manager_address: str, spark_session: Callable[[], Any],
+        self,
+        rpc_service: RpcService,
+        configuration: Configuration,
+        resource_manager_address: str,
+        spark_session: Callable[[], Any],
         resource_id: ResourceId | None = None,
     ) -> None:
         self.resource_id = resource_id or ResourceId(f"taskmanager-{new_id()[:8]}")
@@ -120,11 +123,16 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         deadline = time.monotonic() + _TASK_STOP_TIMEOUT
         for task in list(self._tasks.values()):
             if not task.join(timeout=max(0.0, deadline - time.monotonic())):
-                logger.warning("task %s did not stop within %.0f s", task.tdd.task_name,
-                               _TASK_STOP_TIMEOUT)
+                logger.warning(
+                    "task %s did not stop within %.0f s", task.tdd.task_name, _TASK_STOP_TIMEOUT
+                )
         for partition in self._partitions.values():
-            partition.release(lambda f: f.done() or f.set_exception(
-                PartitionNotFoundError("released: TaskManager stopped")))
+            partition.release(
+                lambda f: (
+                    f.done()
+                    or f.set_exception(PartitionNotFoundError("released: TaskManager stopped"))
+                )
+            )
         self._partitions.clear()
 
     # Registration (seed 000) -------------------------------------------------------------------
@@ -139,9 +147,11 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             return
         self._resource_manager = connecting.result()
         message = RegisterTaskManager(
-            self.resource_id, Address(self.address), len(self._slots.slots))
-        self.on_main_thread(self._resource_manager.register_task_executor(message),
-                            self._registration_reply)
+            self.resource_id, Address(self.address), len(self._slots.slots)
+        )
+        self.on_main_thread(
+            self._resource_manager.register_task_executor(message), self._registration_reply
+        )
 
     def _registration_reply(self, reply: Future[RegistrationResponse]) -> None:
         if reply.exception() is not None:
@@ -154,12 +164,17 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         self._registration = response
         self._backoff = _REGISTRATION_BACKOFF[0]
         self._last_rm_heartbeat = self.clock.monotonic()
-        logger.info("%s registered at the ResourceManager (%s)", self.resource_id,
-                    type(response).__name__)
+        logger.info(
+            "%s registered at the ResourceManager (%s)", self.resource_id, type(response).__name__
+        )
 
     def _retry_registration(self, reason: str) -> None:
-        logger.info("%s: registration failed (%s); retrying in %.2f s", self.resource_id, reason,
-                    self._backoff)
+        logger.info(
+            "%s: registration failed (%s); retrying in %.2f s",
+            self.resource_id,
+            reason,
+            self._backoff,
+        )
         self.schedule_run_async(self._register, self._backoff)
         self._backoff = min(self._backoff * 2, _REGISTRATION_BACKOFF[1])
 
@@ -173,16 +188,24 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
     def heartbeat_from_job_manager(self, job_id: JobId) -> None:
         job_master = self._job_masters.get(job_id)
         if job_master is not None:
-            self.on_main_thread(job_master, lambda f: f.exception() is None
-                                and f.result().heartbeat_from_task_manager(self.resource_id))
+            self.on_main_thread(
+                job_master,
+                lambda f: (
+                    f.exception() is None
+                    and f.result().heartbeat_from_task_manager(self.resource_id)
+                ),
+            )
 
     def _check_resource_manager(self) -> None:
         """A registered TaskManager that hears no heartbeat request for pause + interval has
         lost its ResourceManager: it forgets the registration and registers again."""
         silence = self.clock.monotonic() - self._last_rm_heartbeat
         if self.registered and silence > self._heartbeat_pause + self._heartbeat_interval:
-            logger.warning("%s: no heartbeat from the ResourceManager for %.1f s; registering "
-                           "again", self.resource_id, silence)
+            logger.warning(
+                "%s: no heartbeat from the ResourceManager for %.1f s; registering again",
+                self.resource_id,
+                silence,
+            )
             self._registration = None
             self._register()
         self.schedule_run_async(self._check_resource_manager, self._heartbeat_interval)
@@ -190,21 +213,28 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
     # Slots -------------------------------------------------------------------------------------
 
     def request_slot(
-        self, slot_index: int, job_id: JobId, allocation_id: AllocationId,
-        job_master_address: str, job_master_id: str, timeout: float | None = None,
+        self,
+        slot_index: int,
+        job_id: JobId,
+        allocation_id: AllocationId,
+        job_master_address: str,
+        job_master_id: str,
+        timeout: float | None = None,
     ) -> Acknowledge:
         self._slots.allocate(slot_index, job_id, allocation_id, job_master_address)
         if job_id not in self._job_masters:
             self._job_masters[job_id] = self.rpc_service.connect(
-                job_master_address, JobMasterGateway, fencing_token=job_master_id)
+                job_master_address, JobMasterGateway, fencing_token=job_master_id
+            )
         offer = SlotOffer(allocation_id, slot_index)
         self.on_main_thread(self._job_masters[job_id], lambda f: self._offer(f, offer))
         return Acknowledge()
 
     def _offer(self, connecting: Future[JobMasterGateway], offer: SlotOffer) -> None:
         if connecting.exception() is not None:
-            logger.warning("cannot reach the JobMaster to offer %s: %s", offer,
-                           connecting.exception())
+            logger.warning(
+                "cannot reach the JobMaster to offer %s: %s", offer, connecting.exception()
+            )
             self._free(offer.allocation_id)
             return
         accepted = connecting.result().offer_slots(self.resource_id, self.address, [offer])
@@ -240,25 +270,33 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         if slot is None or slot.job_id != tdd.job_id:
             raise SlotAllocationError(
                 f"cannot run {tdd.task_name}: no slot of {self.resource_id} is allocated to "
-                f"allocation {tdd.allocation_id} of job {tdd.job_id}", tdd.job_id)
+                f"allocation {tdd.allocation_id} of job {tdd.job_id}",
+                tdd.job_id,
+            )
         if tdd.attempt_id in self._tasks:
             return TaskOperationResult(tdd.attempt_id, False, "attempt already running")
         if tdd.output_partition is not None:
             self._partitions[tdd.output_partition] = ResultPartition(
-                tdd.output_partition, tdd.job_id, tdd.num_subpartitions)
-        gate = (InputGate(tdd.input_channels, self._make_poll()) if tdd.input_channels else None)
+                tdd.output_partition, tdd.job_id, tdd.num_subpartitions
+            )
+        gate = InputGate(tdd.input_channels, self._make_poll()) if tdd.input_channels else None
         job_master = self._job_masters[tdd.job_id]
         configuration = Configuration(tdd.configuration)
         env = TaskEnvironment(
-            tdd, configuration, self._spark_session, self._tmp_dir / "jobs" / tdd.job_id,
+            tdd,
+            configuration,
+            self._spark_session,
+            self._tmp_dir / "jobs" / tdd.job_id,
             request_split=lambda: self._request_split(job_master, tdd),
             emit=lambda sub, event: self.run_async(lambda: self._emit(tdd, sub, event)),
             input_gate=gate,
         )
         task = Task(
-            tdd, env,
+            tdd,
+            env,
             report=lambda state, metrics, error: self.run_async(
-                lambda: self._task_state_changed(tdd, state, metrics, error)),
+                lambda: self._task_state_changed(tdd, state, metrics, error)
+            ),
             on_spark_cancel=lambda: _cancel_spark_jobs(env),
         )
         self._tasks[tdd.attempt_id] = task
@@ -275,7 +313,10 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         return TaskOperationResult(attempt_id, True)
 
     def _task_state_changed(
-        self, tdd: TaskDeploymentDescriptor, state: ExecutionState, metrics: IOMetrics,
+        self,
+        tdd: TaskDeploymentDescriptor,
+        state: ExecutionState,
+        metrics: IOMetrics,
         error: str | None,
     ) -> None:
         if state.is_terminal:
@@ -285,8 +326,10 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         job_master = self._job_masters.get(tdd.job_id)
         if job_master is None:
             return
-        self.on_main_thread(job_master, lambda f: f.exception() is None
-                            and f.result().update_task_execution_state(message))
+        self.on_main_thread(
+            job_master,
+            lambda f: f.exception() is None and f.result().update_task_execution_state(message),
+        )
 
     @staticmethod
     def _request_split(
@@ -296,8 +339,9 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
 
     # Result partitions -------------------------------------------------------------------------
 
-    def _emit(self, tdd: TaskDeploymentDescriptor, subpartition: int | None,
-              event: PartitionEvent) -> None:
+    def _emit(
+        self, tdd: TaskDeploymentDescriptor, subpartition: int | None, event: PartitionEvent
+    ) -> None:
         partition = self._partitions.get(tdd.output_partition)  # type: ignore[arg-type]
         if partition is None:
             return  # released: the job ended or was cancelled
@@ -309,12 +353,19 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         if first:  # ScheduleOrUpdateConsumers on the first event (lazy scheduling)
             job_master = self._job_masters.get(tdd.job_id)
             if job_master is not None:
-                self.on_main_thread(job_master, lambda f: f.exception() is None
-                                    and f.result().schedule_or_update_consumers(
-                                        partition.partition_id))
+                self.on_main_thread(
+                    job_master,
+                    lambda f: (
+                        f.exception() is None
+                        and f.result().schedule_or_update_consumers(partition.partition_id)
+                    ),
+                )
 
     def request_partition_events(
-        self, partition_id: ResultPartitionId, subpartition: int, from_index: int,
+        self,
+        partition_id: ResultPartitionId,
+        subpartition: int,
+        from_index: int,
         timeout: float | None = None,
     ) -> Future[PartitionEvents]:
         partition = self._partitions.get(partition_id)
@@ -322,15 +373,15 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             raise PartitionNotFoundError(partition_id)
         future = partition.poll(subpartition, from_index)
         if not future.done():
-            self.schedule_run_async(lambda: partition.expire(future, from_index),
-                                    self._poll_timeout)
+            self.schedule_run_async(
+                lambda: partition.expire(future, from_index), self._poll_timeout
+            )
         return future
 
     def release_partitions(self, job_id: JobId) -> None:
         for pid in [p for p, part in self._partitions.items() if part.job_id == job_id]:
             error = PartitionNotFoundError(pid)
-            self._partitions.pop(pid).release(
-                lambda f, e=error: f.done() or f.set_exception(e))
+            self._partitions.pop(pid).release(lambda f, e=error: f.done() or f.set_exception(e))
 
     def _make_poll(self) -> Callable[[InputChannelDescriptor, int], Future[PartitionEvents]]:
         """A poll function for input gates; runs on task threads, connects lazily."""
@@ -344,7 +395,8 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
                 gateway = service.connect(channel.producer_address, TaskExecutorGateway).result()
                 gateways[channel.producer_address] = gateway
             return gateway.request_partition_events(
-                channel.partition_id, channel.subpartition_index, from_index, timeout=timeout)
+                channel.partition_id, channel.subpartition_index, from_index, timeout=timeout
+            )
 
         return poll
 

@@ -16,8 +16,13 @@ __all__ = ["TaskExecutorGateway"]
 
 class TaskExecutorGateway(RpcGateway, Protocol):
     def request_slot(
-        self, slot_index: int, job_id: JobId, allocation_id: AllocationId,
-        job_master_address: str, job_master_id: str, timeout: float | None = None,
+        self,
+        slot_index: int,
+        job_id: JobId,
+        allocation_id: AllocationId,
+        job_master_address: str,
+        job_master_id: str,
+        timeout: float | None = None,
     ) -> Future[Acknowledge]:
         """From the ResourceManager: allocate slot ``slot_index`` and offer it to the JobMaster.
 
@@ -56,7 +61,10 @@ class TaskExecutorGateway(RpcGateway, Protocol):
         ...
 
     def request_partition_events(
-        self, partition_id: ResultPartitionId, subpartition: int, from_index: int,
+        self,
+        partition_id: ResultPartitionId,
+        subpartition: int,
+        from_index: int,
         timeout: float | None = None,
     ) -> Future[PartitionEvents]:
         """Long poll of a consumer: events from ``from_index`` on, or none after the partition

@@ -28,8 +28,9 @@ class TaskSlotTable:
     def __init__(self, number_of_slots: int) -> None:
         self.slots = [TaskSlot(i) for i in range(number_of_slots)]
 
-    def allocate(self, index: int, job_id: JobId, allocation_id: AllocationId,
-                 job_master_address: str) -> None:
+    def allocate(
+        self, index: int, job_id: JobId, allocation_id: AllocationId, job_master_address: str
+    ) -> None:
         """Raises SlotAllocationError if the slot does not exist or holds another allocation."""
         if not 0 <= index < len(self.slots):
             raise SlotAllocationError(f"no slot {index}; this TaskManager has {len(self.slots)}")
@@ -37,7 +38,10 @@ class TaskSlotTable:
         if slot.allocation_id not in (None, allocation_id):
             raise SlotAllocationError(f"slot {index} is held by allocation {slot.allocation_id}")
         slot.allocation_id, slot.job_id, slot.job_master_address = (
-            allocation_id, job_id, job_master_address)
+            allocation_id,
+            job_id,
+            job_master_address,
+        )
 
     def find(self, allocation_id: AllocationId) -> TaskSlot | None:
         return next((s for s in self.slots if s.allocation_id == allocation_id), None)
