@@ -9,7 +9,7 @@ import pytest
 
 from millrace.config import Configuration
 from millrace.rpc import FencedRpcEndpoint, LocalRpcService
-from millrace.runtime.deployment import Acknowledge, SlotOffer
+from millrace.runtime.deployment import Acknowledge, SlotOffer, TaskDeploymentDescriptor
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.runtime.registration import (
     AcknowledgeRegistration,
@@ -19,8 +19,10 @@ from millrace.runtime.registration import (
 )
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
-from millrace.types import Address, AllocationId, JobId, ResourceId
+from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
+from millrace.types import Address, AllocationId, ExecutionAttemptId, JobId, JobVertexId, ResourceId
 
 WAIT = 10.0
 CONF = Configuration({"rpc.lookup-timeout": "300 ms", "rpc.ask-timeout": "5 s"})
@@ -202,3 +204,34 @@ def test_task_manager_registers_again_with_a_new_resource_manager(fast_service) 
     old.close_async().result(WAIT)
     _, new_rm = start_rm(fast_service)  # same address, new leader
     wait_until(lambda: registered_names(new_rm) == ["tm-1"])
+
+
+class RunsUntilCancelled(AbstractInvokable):
+    def invoke(self) -> None:
+        while True:
+            self.environment.check_cancelled()
+            time.sleep(0.01)
+
+
+def test_task_manager_that_loses_its_job_master_fails_its_tasks_and_frees_the_slots(
+    fast_service,
+) -> None:
+    _, rm = start_rm(fast_service)
+    te = start_te(fast_service, "tm-1")
+    wait_until(lambda: registered_names(rm) == ["tm-1"])
+    jm = StubJobMaster(fast_service, accept=True)  # accepts the slot, never sends heartbeats
+    jm.start()
+    rm.request_slot(jm.address, "jm-token", JobId("job"), AllocationId("alloc-1")).result(WAIT)
+    wait_until(lambda: jm.call_async(lambda: len(jm.offers)).result(WAIT) == 1)
+    tdd = TaskDeploymentDescriptor(
+        JobId("job"), "job", Address(jm.address), JobVertexId("v"), "runs (1/1)", 0, 1,
+        ExecutionAttemptId("attempt-1"), AllocationId("alloc-1"),
+        f"{__name__}:RunsUntilCancelled", (), True, None, 0, (), 128,
+    )  # fmt: skip
+    gateway = fast_service.connect(te.address, TaskExecutorGateway).result(WAIT)
+    assert gateway.submit_task(tdd).result(WAIT).success
+
+    # pause 300 ms + interval 50 ms without a heartbeat from the JobMaster: the task is
+    # cancelled and the slot goes back to the ResourceManager
+    wait_until(lambda: rm.request_task_manager_infos().result(WAIT)[0].slots_free == 2)
+    wait_until(lambda: te.call_async(lambda: len(te._tasks)).result(WAIT) == 0)

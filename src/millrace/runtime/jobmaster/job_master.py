@@ -526,8 +526,13 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
 
     def notify_heartbeat_timeout(self, resource_id: str) -> None:
         """A TaskManager holding slots of this job is lost: its slots go, its tasks failed."""
-        lost = {s.allocation_id for s in self._slots if s.resource_id == resource_id}
+        lost_slots = [s for s in self._slots if s.resource_id == resource_id]
+        lost = {s.allocation_id for s in lost_slots}
         self._slots = [s for s in self._slots if s.resource_id != resource_id]
+        if lost_slots:  # if it is only cut off, it cleans up as soon as it hears this
+            lost_slots[0].gateway.disconnect_job_manager(
+                self.job_graph.job_id, "the JobMaster lost its heartbeat"
+            )
         failed = False
         for execution in self.execution_graph.executions():
             if execution.allocation_id in lost and not execution.state.is_terminal:

@@ -12,6 +12,7 @@ import logging
 from concurrent.futures import Future
 
 from millrace.config import Configuration, HeartbeatOptions
+from millrace.errors import SlotAllocationError
 from millrace.rpc import RpcEndpoint, RpcService
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.heartbeat import HeartbeatManager
@@ -200,6 +201,12 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
             slot.slot_index,
             error,
         )
-        self._slots.free(slot.resource_id, slot.slot_index)
+        if isinstance(error, SlotAllocationError):
+            # The TaskManager still holds the slot (a job it has not let go of yet): it stays
+            # taken here until the TaskManager reports it free (notify_slot_available).
+            slot.allocation_id = AllocationId("held-by-task-manager")
+            slot.job_id = None
+        else:
+            self._slots.free(slot.resource_id, slot.slot_index)
         self._slots.add_request(request)
         self.schedule_run_async(self._serve_requests, 0.1)

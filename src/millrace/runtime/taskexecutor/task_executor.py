@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR))
         self._tasks: dict[ExecutionAttemptId, Task] = {}
         self._partitions: dict[ResultPartitionId, ResultPartition] = {}
-        self._job_masters: dict[JobId, Future[JobMasterGateway]] = {}
+        self._job_masters: dict[JobId, _JobManagerConnection] = {}
         self._resource_manager: ResourceManagerGateway | None = None
         self._registration: RegistrationResponse | None = None
         self._backoff = _REGISTRATION_BACKOFF[0]
@@ -115,7 +116,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
 
     def on_start(self) -> None:
         self._register()
-        self.schedule_run_async(self._check_resource_manager, self._heartbeat_interval)
+        self.schedule_run_async(self._check_heartbeats, self._heartbeat_interval)
 
     def on_stop(self) -> None:
         for task in list(self._tasks.values()):
@@ -186,21 +187,26 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             self._resource_manager.heartbeat_from_task_manager(self.resource_id)
 
     def heartbeat_from_job_manager(self, job_id: JobId) -> None:
-        job_master = self._job_masters.get(job_id)
-        if job_master is not None:
+        connection = self._job_masters.get(job_id)
+        if connection is not None:
+            connection.last_heartbeat = self.clock.monotonic()
             self.on_main_thread(
-                job_master,
+                connection.gateway,
                 lambda f: (
                     f.exception() is None
                     and f.result().heartbeat_from_task_manager(self.resource_id)
                 ),
             )
 
-    def _check_resource_manager(self) -> None:
-        """A registered TaskManager that hears no heartbeat request for pause + interval has
-        lost its ResourceManager: it forgets the registration and registers again."""
-        silence = self.clock.monotonic() - self._last_rm_heartbeat
-        if self.registered and silence > self._heartbeat_pause + self._heartbeat_interval:
+    def _check_heartbeats(self) -> None:
+        """Watch the ResourceManager and every JobMaster (seed 000: the TaskManager watches the
+        JobManager). Silence for pause + interval means the peer is lost: a lost
+        ResourceManager makes this TaskManager register again; a lost JobMaster makes it fail
+        that job's tasks and free its slots (a clean state), so no zombie keeps working."""
+        now = self.clock.monotonic()
+        limit = self._heartbeat_pause + self._heartbeat_interval
+        silence = now - self._last_rm_heartbeat
+        if self.registered and silence > limit:
             logger.warning(
                 "%s: no heartbeat from the ResourceManager for %.1f s; registering again",
                 self.resource_id,
@@ -208,7 +214,34 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             )
             self._registration = None
             self._register()
-        self.schedule_run_async(self._check_resource_manager, self._heartbeat_interval)
+        for job_id, connection in list(self._job_masters.items()):
+            quiet = now - connection.last_heartbeat
+            if quiet > limit:
+                self._disconnect_job_manager(job_id, f"no heartbeat from it for {quiet:.1f} s")
+        self.schedule_run_async(self._check_heartbeats, self._heartbeat_interval)
+
+    def disconnect_job_manager(self, job_id: JobId, cause: str) -> None:
+        self._disconnect_job_manager(job_id, cause)
+
+    def _disconnect_job_manager(self, job_id: JobId, cause: str) -> None:
+        """Fail the job's tasks, drop its partitions, free its slots and forget its JobMaster."""
+        if job_id not in self._job_masters:
+            return
+        tasks = [t for t in self._tasks.values() if t.tdd.job_id == job_id]
+        logger.warning(
+            "%s: lost the JobMaster of job %s (%s); failing %d tasks and freeing its slots",
+            self.resource_id,
+            job_id,
+            cause,
+            len(tasks),
+        )
+        del self._job_masters[job_id]
+        for task in tasks:
+            task.cancel()
+        self.release_partitions(job_id)
+        for slot in self._slots.slots:
+            if slot.job_id == job_id and slot.allocation_id is not None:
+                self._free(slot.allocation_id)
 
     # Slots -------------------------------------------------------------------------------------
 
@@ -222,12 +255,15 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         timeout: float | None = None,
     ) -> Acknowledge:
         self._slots.allocate(slot_index, job_id, allocation_id, job_master_address)
-        if job_id not in self._job_masters:
-            self._job_masters[job_id] = self.rpc_service.connect(
+        connection = self._job_masters.get(job_id)
+        if connection is None or connection.job_master_id != job_master_id:
+            gateway = self.rpc_service.connect(
                 job_master_address, JobMasterGateway, fencing_token=job_master_id
             )
+            connection = _JobManagerConnection(job_master_id, gateway, self.clock.monotonic())
+            self._job_masters[job_id] = connection
         offer = SlotOffer(allocation_id, slot_index)
-        self.on_main_thread(self._job_masters[job_id], lambda f: self._offer(f, offer))
+        self.on_main_thread(connection.gateway, lambda f: self._offer(f, offer))
         return Acknowledge()
 
     def _offer(self, connecting: Future[JobMasterGateway], offer: SlotOffer) -> None:
@@ -280,7 +316,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
                 tdd.output_partition, tdd.job_id, tdd.num_subpartitions
             )
         gate = InputGate(tdd.input_channels, self._make_poll()) if tdd.input_channels else None
-        job_master = self._job_masters[tdd.job_id]
+        job_master = self._job_masters[tdd.job_id].gateway
         configuration = Configuration(tdd.configuration)
         env = TaskEnvironment(
             tdd,
@@ -323,11 +359,11 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             self._tasks.pop(tdd.attempt_id, None)
         snapshot = IOMetrics(**vars(metrics))
         message = TaskExecutionState(tdd.job_id, tdd.attempt_id, state, snapshot, error)
-        job_master = self._job_masters.get(tdd.job_id)
-        if job_master is None:
+        connection = self._job_masters.get(tdd.job_id)
+        if connection is None:
             return
         self.on_main_thread(
-            job_master,
+            connection.gateway,
             lambda f: f.exception() is None and f.result().update_task_execution_state(message),
         )
 
@@ -351,10 +387,10 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         else:
             partition.add(subpartition, event)
         if first:  # ScheduleOrUpdateConsumers on the first event (lazy scheduling)
-            job_master = self._job_masters.get(tdd.job_id)
-            if job_master is not None:
+            connection = self._job_masters.get(tdd.job_id)
+            if connection is not None:
                 self.on_main_thread(
-                    job_master,
+                    connection.gateway,
                     lambda f: (
                         f.exception() is None
                         and f.result().schedule_or_update_consumers(partition.partition_id)
@@ -399,6 +435,21 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             )
 
         return poll
+
+
+@dataclass
+class _JobManagerConnection:
+    """This TaskManager's link to the JobMaster of one job.
+
+    Attributes:
+        job_master_id: The JobMaster's fencing token.
+        gateway: The connection being made or made.
+        last_heartbeat: Service-clock seconds of the last heartbeat request it sent.
+    """
+
+    job_master_id: str
+    gateway: Future[JobMasterGateway]
+    last_heartbeat: float
 
 
 def _cancel_spark_jobs(env: TaskEnvironment) -> None:

@@ -60,6 +60,11 @@ class TaskExecutorGateway(RpcGateway, Protocol):
         ``heartbeat_from_task_manager``."""
         ...
 
+    def disconnect_job_manager(self, job_id: JobId, cause: str) -> None:
+        """The JobMaster of ``job_id`` lets this TaskManager go (it declared it dead, or it
+        stops): the job's tasks are failed, its partitions dropped and its slots freed."""
+        ...
+
     def request_partition_events(
         self,
         partition_id: ResultPartitionId,
