@@ -28,6 +28,7 @@ import pykka
 from millrace.config import Configuration
 from millrace.rpc import LocalRpcService, RpcEndpoint, RpcGateway
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.control_messages import control_message_codec
 
 Result = tuple[float, float, float]  # tells/s, ask p50 us, ask p99 us
@@ -97,8 +98,12 @@ def millrace_local(tells: int, asks: int) -> Result:
 
 def millrace_tcp(tells: int, asks: int) -> Result:
     secret = b"bench-secret-0123456789abcdef"
-    server = TcpRpcService("server", secret=secret, codec=control_message_codec())
-    client = TcpRpcService("client", secret=secret, codec=control_message_codec())
+    server = TcpRpcService(
+        "server", security=TransportSecurity(secret), codec=control_message_codec()
+    )
+    client = TcpRpcService(
+        "client", security=TransportSecurity(secret), codec=control_message_codec()
+    )
     endpoint = BenchEndpoint(server)
     endpoint.start()
     gateway = client.connect(endpoint.address, BenchGateway).result(10)

@@ -26,9 +26,13 @@ __all__ = [
     "ExecutionOptions",
     "FailoverOptions",
     "HeartbeatOptions",
+    "JobManagerOptions",
     "PipelineOptions",
+    "RestOptions",
     "RpcOptions",
+    "SecurityOptions",
     "SparkOptions",
+    "TaskManagerOptions",
     "all_options",
     "parse_duration",
     "parse_size",
@@ -144,6 +148,7 @@ class ConfigOption(Generic[T]):
             derived defaults (e.g. heartbeat.interval = ask timeout / 10, seed 000).
         description: What the key controls, shown by ``millrace config``.
         minimum: Smallest allowed numeric value, inclusive.
+        maximum: Largest allowed numeric value, inclusive.
         choices: Allowed values for ``str`` options.
     """
 
@@ -152,6 +157,7 @@ class ConfigOption(Generic[T]):
     default: Any
     description: str
     minimum: float | None = None
+    maximum: float | None = None
     choices: tuple[str, ...] | None = None
 
     def parse(self, raw: object) -> T:
@@ -181,6 +187,8 @@ class ConfigOption(Generic[T]):
                 raise ConfigError(key, raw, "one of " + ", ".join(self.choices))
         if self.minimum is not None and value < self.minimum:
             raise ConfigError(key, raw, f"a value >= {self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigError(key, raw, f"a value <= {self.maximum:g}")
         return value  # type: ignore[no-any-return]
 
 
@@ -206,6 +214,14 @@ class RpcOptions:
         "Timeout for resolving a gateway at an address; shorter than the ask timeout so that "
         "a missing endpoint fails fast (seed 000).",
         minimum=0.001,
+    )
+    FRAMESIZE = _option(
+        "rpc.framesize",
+        "size",
+        10_485_760,
+        "Largest RPC message between processes, in bytes (seed 000's akka.framesize). A larger "
+        "message fails only its call, naming its size and this limit.",
+        minimum=1024,
     )
 
 
@@ -394,6 +410,102 @@ class SparkOptions:
     )
 
 
+def _derived_secret_file(conf: Configuration) -> str:
+    return str(Path(conf.get(ClusterOptions.TMP_DIR)) / "cluster" / "secret")
+
+
+class JobManagerOptions:
+    """Where the JobManager process (Dispatcher, ResourceManager) listens (Flink's keys)."""
+
+    RPC_ADDRESS = _option(
+        "jobmanager.rpc.address",
+        "str",
+        "127.0.0.1",
+        "Host the JobManager's RPC service binds to and advertises.",
+    )
+    RPC_PORT = _option(
+        "jobmanager.rpc.port",
+        "int",
+        6123,
+        "Port of the JobManager's RPC service (0: any free port).",
+        minimum=0,
+        maximum=65535,
+    )
+
+
+class TaskManagerOptions:
+    """Where a TaskManager process listens."""
+
+    HOST = _option(
+        "taskmanager.host",
+        "str",
+        "127.0.0.1",
+        "Host a TaskManager's RPC service binds to and advertises.",
+    )
+    RPC_PORT = _option(
+        "taskmanager.rpc.port",
+        "int",
+        0,
+        "Port of a TaskManager's RPC service (0: any free port).",
+        minimum=0,
+        maximum=65535,
+    )
+
+
+class RestOptions:
+    """The Dispatcher's REST API (Flink's keys)."""
+
+    BIND_ADDRESS = _option(
+        "rest.bind-address",
+        "str",
+        "127.0.0.1",
+        "Interface the REST API listens on (loopback by default).",
+    )
+    PORT = _option(
+        "rest.port",
+        "int",
+        8081,
+        "Port of the REST API (0: any free port).",
+        minimum=0,
+        maximum=65535,
+    )
+
+
+class SecurityOptions:
+    """Authentication and encryption of the cluster's connections."""
+
+    CLUSTER_SECRET = _option(
+        "security.cluster-secret",
+        "str",
+        "",
+        "Shared secret every RPC connection proves (HMAC challenge) and REST writes carry; "
+        "empty: read security.cluster-secret.file.",
+    )
+    CLUSTER_SECRET_FILE = _option(
+        "security.cluster-secret.file",
+        "str",
+        _derived_secret_file,
+        "File holding the cluster secret (mode 0600); 'millrace cluster start' creates it "
+        "(default <io.tmp.dirs>/cluster/secret). Copy it to the machines of the cluster.",
+    )
+    SSL_ENABLED = _option(
+        "security.ssl.enabled",
+        "bool",
+        False,
+        "Encrypt RPC connections with mutual TLS (needs the three security.ssl.* files).",
+    )
+    SSL_CERTIFICATE = _option(
+        "security.ssl.certificate", "str", "", "PEM certificate chain of this process."
+    )
+    SSL_KEY = _option("security.ssl.key", "str", "", "PEM private key of the certificate.")
+    SSL_TRUSTSTORE = _option(
+        "security.ssl.truststore",
+        "str",
+        "",
+        "PEM CA certificates a peer's certificate must chain to.",
+    )
+
+
 class PipelineOptions:
     """Keys of a pipeline's side outputs."""
 
@@ -411,6 +523,10 @@ def all_options() -> list[ConfigOption[Any]]:
     options = []
     holders = (
         RpcOptions,
+        JobManagerOptions,
+        TaskManagerOptions,
+        RestOptions,
+        SecurityOptions,
         HeartbeatOptions,
         FailoverOptions,
         ClusterOptions,

@@ -10,6 +10,7 @@ from millrace.clock import Clock, ManualClock
 from millrace.config import Configuration
 from millrace.rpc import LocalRpcService, RpcService
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.control_messages import control_message_codec
 
 RpcServiceFactory = Callable[..., RpcService]
@@ -22,7 +23,7 @@ def _local(clock: Clock | None, configuration: Configuration | None) -> RpcServi
 def _tcp(clock: Clock | None, configuration: Configuration | None) -> RpcService:
     return TcpRpcService(
         "test",
-        secret=SECRET,
+        security=TransportSecurity(SECRET),
         codec=control_message_codec(),
         configuration=configuration,
         clock=clock,

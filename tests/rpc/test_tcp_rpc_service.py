@@ -19,6 +19,7 @@ from millrace.config import Configuration
 from millrace.errors import FrameSizeError, RecipientUnreachableError
 from millrace.rpc import RpcEndpoint, RpcGateway
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.control_messages import control_message_codec
 
 WAIT = 10.0
@@ -48,7 +49,7 @@ class StoreEndpoint(RpcEndpoint, StoreGateway):
 def service(name: str, secret: bytes = SECRET, framesize: int = 4096) -> TcpRpcService:
     return TcpRpcService(
         name,
-        secret=secret,
+        security=TransportSecurity(secret),
         codec=control_message_codec(),
         configuration=CONF,
         framesize_bytes=framesize,

@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from millrace.clock import Clock
-from millrace.config import Configuration
+from millrace.config import Configuration, RpcOptions
 from millrace.errors import AuthenticationError, RecipientUnreachableError
 from millrace.rpc._futures import complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
@@ -39,6 +39,7 @@ from millrace.rpc.tcp.connection import (
     handshake_connect,
 )
 from millrace.rpc.tcp.remote_errors import error_to_wire
+from millrace.rpc.tcp.transport_security import MIN_SECRET_BYTES, TransportSecurity
 
 if TYPE_CHECKING:
     from millrace.rpc.rpc_endpoint import RpcEndpoint
@@ -56,37 +57,40 @@ class TcpRpcService(LocalRpcService):
 
     Args:
         name: Service name (thread names, logs).
-        secret: The cluster secret every connection must prove (HMAC-SHA256 challenge).
+        security: The cluster secret every connection must prove (HMAC-SHA256 challenge) and
+            the TLS contexts, if any.
         codec: Codec of every message; it must know every argument and result type.
-        configuration: ``rpc.ask-timeout``, ``rpc.lookup-timeout``.
+        configuration: ``rpc.ask-timeout``, ``rpc.lookup-timeout``, ``rpc.framesize``.
         clock: Time source of timeouts.
-        host: Interface to listen on (loopback by default).
+        host: Interface to listen on and to advertise in addresses (loopback by default).
         port: Port to listen on; 0 picks a free one.
-        framesize_bytes: Largest message, in bytes (``rpc.framesize``, 10485760 by default).
+        framesize_bytes: Largest message in bytes; None: ``rpc.framesize`` (10485760).
 
     Raises:
-        OSError: If the port cannot be bound.
-        ValueError: If ``secret`` is shorter than 16 bytes.
+        OSError: If the port cannot be bound (nothing is left running).
+        ValueError: If the secret is shorter than 16 bytes.
     """
 
     def __init__(
         self,
         name: str,
         *,
-        secret: bytes,
+        security: TransportSecurity,
         codec: MessageCodec,
         configuration: Configuration | None = None,
         clock: Clock | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        framesize_bytes: int = 10_485_760,
+        framesize_bytes: int | None = None,
     ) -> None:
-        if len(secret) < 16:
-            raise ValueError("the cluster secret must be at least 16 bytes")
+        if len(security.secret) < MIN_SECRET_BYTES:
+            raise ValueError(f"the cluster secret must be at least {MIN_SECRET_BYTES} bytes")
         super().__init__(name, configuration=configuration, clock=clock)
-        self._secret = secret
+        conf = configuration or Configuration()
+        self._secret = security.secret
+        self._client_ssl = security.client_ssl
         self._codec = codec
-        self._framesize = framesize_bytes
+        self._framesize = framesize_bytes or conf.get(RpcOptions.FRAMESIZE)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=f"{name}-io", daemon=True)
         self._thread.start()
@@ -94,11 +98,22 @@ class TcpRpcService(LocalRpcService):
         self._accepted: set[Connection] = set()
         self._tcp_close_future: Future[None] | None = None
         self._connecting: set[Future[Any]] = set()  # connects not yet resolved
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._accept, host, port), self._loop
-        ).result()
-        bound_host, bound_port = self._server.sockets[0].getsockname()[:2]
-        self._authority = f"{bound_host}:{bound_port}"
+        listening = asyncio.start_server(
+            self._accept,
+            host,
+            port,
+            ssl=security.server_ssl,
+            ssl_handshake_timeout=self.lookup_timeout if security.server_ssl else None,
+        )
+        try:
+            self._server = asyncio.run_coroutine_threadsafe(listening, self._loop).result()
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._timer.close()
+            raise
+        bound_port = self._server.sockets[0].getsockname()[1]
+        self._authority = f"{host}:{bound_port}"
         self._prefix = f"{SCHEME}://{self._authority}/"
 
     def _run_loop(self) -> None:
@@ -241,7 +256,8 @@ class TcpRpcService(LocalRpcService):
         host, _, port = authority.rpartition(":")
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, int(port)), self.lookup_timeout
+                asyncio.open_connection(host, int(port), ssl=self._client_ssl),
+                self.lookup_timeout,
             )
         except (OSError, TimeoutError, ValueError) as error:
             raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
