@@ -628,6 +628,26 @@ class Configuration:
     def to_dict(self) -> dict[str, object]:
         return dict(self._values)
 
+    def job_level(self) -> dict[str, object]:
+        """The entries a job may set for itself: everything but the keys of processes
+        (``io.tmp.dirs``, ``jobmanager.*``, ``taskmanager.*``, ``rest.*``, ``security.*``,
+        ``minicluster.*``, ``spark.*``), which the cluster's own configuration decides."""
+        return {
+            k: v
+            for k, v in self._values.items()
+            if k != ClusterOptions.TMP_DIR.key and not k.startswith(_PROCESS_KEY_PREFIXES)
+        }
+
+
+_PROCESS_KEY_PREFIXES = (
+    "jobmanager.",
+    "taskmanager.",
+    "rest.",
+    "security.",
+    "minicluster.",
+    "spark.",
+)
+
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, object]:
     out: dict[str, object] = {}

@@ -151,7 +151,7 @@ def test_operators_travel_as_user_code_with_exact_spark_columns(env) -> None:
         OperatorKind.TRANSFORM,
         OperatorKind.PARTITION,
     ]
-    assert [op.name for op in second.operators][-1] == "Sink: parquet at out"
+    assert second.operators[-1].name.startswith("Sink: parquet at /")
     window = second.operators[0].deserialize()
     assert window.plan.decomposable and window.plan.names == ("x y", "avg d")
     assert str(window.plan.columns[0]) == str(F.sum(F.col("a b") * 2).alias("x y"))

@@ -9,6 +9,7 @@ SparkSession. Spark starts when the environment is created, because building agg
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from millrace.api.data_stream import DataStream
 from millrace.api.job_graph_generator import generate_job_graph
 from millrace.api.transformations import SinkTransformation, SourceTransformation
-from millrace.config import Configuration, ExecutionOptions, parse_duration
+from millrace.config import Configuration, ExecutionOptions, PipelineOptions, parse_duration
 from millrace.errors import JobExecutionError
 from millrace.runtime.executiongraph import IOMetrics
 from millrace.runtime.job_result import JobDetails, JobResult, JobResultSuccess
@@ -151,7 +152,11 @@ class StreamExecutionEnvironment:
         Raises:
             PipelineError: If the pipeline is invalid (see ``generate_job_graph``).
         """
-        return generate_job_graph(job_name, self._sinks, self._parallelism, self._max_parallelism)
+        job_graph = generate_job_graph(
+            job_name, self._sinks, self._parallelism, self._max_parallelism
+        )
+        job_graph.configuration = _job_configuration(self.configuration)
+        return job_graph
 
     def execute(self, job_name: str = "millrace job") -> JobExecutionResult:
         """Run the pipelines until their input ends; clears them for the next job.
@@ -176,6 +181,16 @@ class StreamExecutionEnvironment:
 
         with MiniCluster(self.configuration, spark_session=self.spark) as cluster:
             return cluster.job_client.submit_job_wait(job_graph).result(timeout=NO_TIMEOUT)
+
+
+def _job_configuration(configuration: Configuration) -> dict[str, object]:
+    """The job-level settings that travel with the JobGraph; a local side-output directory is
+    made absolute, so TaskManagers started elsewhere write where the client meant."""
+    settings = configuration.job_level()
+    directory = configuration.get(PipelineOptions.SIDE_OUTPUT_DIR)
+    if "://" not in directory:
+        settings[PipelineOptions.SIDE_OUTPUT_DIR.key] = os.path.abspath(directory)
+    return settings
 
 
 def set_context(configuration: Configuration, spark: Any, executor: PipelineExecutor) -> None:

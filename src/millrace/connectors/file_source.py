@@ -12,13 +12,14 @@ Malformed input never fails the job: a CSV row whose fields do not parse (PERMIS
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from millrace.runtime.io.input_split import InputSplit
 
-__all__ = ["FileSource", "SplitRead"]
+__all__ = ["FileSource", "SplitRead", "absolute_local_path"]
 
 _FORMATS = ("parquet", "csv", "text")
 CORRUPT_COLUMN = "_corrupt_record"
@@ -52,7 +53,7 @@ class FileSource:
     Use the constructors ``parquet``, ``csv`` and ``text``.
 
     Args:
-        path: Local path or fsspec URL.
+        path: Local path (made absolute here, in the client) or fsspec URL.
         format: ``parquet``, ``csv`` or ``text``.
         schema: Spark schema (DDL string or StructType); required for CSV.
         options: Spark reader options (CSV: ``header``, ``sep``...).
@@ -64,6 +65,7 @@ class FileSource:
     options: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "path", absolute_local_path(self.path))
         if self.format not in _FORMATS:
             raise ValueError(f"format must be one of {_FORMATS}, got {self.format!r}")
         if self.format == "csv" and self.schema is None:
@@ -174,6 +176,12 @@ class FileSource:
             F.col(CORRUPT_COLUMN),
             F.max(F.xxhash64(*fields)),
         )
+
+
+def absolute_local_path(path: str) -> str:
+    """``path`` made absolute if it is a local path (no ``scheme://``), so that processes
+    started in other directories read and write the files the client meant."""
+    return path if "://" in path else os.path.abspath(path)
 
 
 def _read_row_groups(splits: Sequence[InputSplit]) -> Any:

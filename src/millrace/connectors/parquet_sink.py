@@ -16,6 +16,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from millrace.connectors.file_source import absolute_local_path
+
 __all__ = ["ParquetSink"]
 
 _MODES = ("overwrite", "append")
@@ -26,7 +28,7 @@ class ParquetSink:
     """Parquet files under ``path``.
 
     Args:
-        path: Output directory (local path or fsspec URL).
+        path: Output directory (local path, made absolute here, or fsspec URL).
         mode: ``overwrite`` (default) replaces earlier output when the job starts; ``append``
             adds files.
 
@@ -38,6 +40,7 @@ class ParquetSink:
     mode: str = "overwrite"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "path", absolute_local_path(self.path))
         if self.mode not in _MODES:
             raise ValueError(f"ParquetSink mode must be one of {_MODES}, got {self.mode!r}")
 

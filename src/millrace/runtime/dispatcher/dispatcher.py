@@ -11,7 +11,7 @@ import logging
 from concurrent.futures import Executor, Future
 
 from millrace.config import Configuration
-from millrace.errors import JobSubmissionError
+from millrace.errors import ConfigError, JobSubmissionError
 from millrace.rpc import RpcEndpoint, RpcService
 from millrace.rpc._futures import all_of
 from millrace.runtime.deployment import Acknowledge
@@ -68,8 +68,15 @@ class Dispatcher(RpcEndpoint, DispatcherGateway):
                 f"job {job_graph.name!r}: a parallelism exceeds max parallelism "
                 f"{job_graph.max_parallelism}"
             )
+        configuration = self._configuration.with_overrides(
+            Configuration(job_graph.configuration).job_level()
+        )
+        try:
+            configuration.validate()
+        except ConfigError as error:
+            raise JobSubmissionError(f"job {job_graph.name!r}: {error}", job_id) from error
         job_master = JobMaster(
-            self.rpc_service, job_graph, self._configuration, self._rm_address, self._io
+            self.rpc_service, job_graph, configuration, self._rm_address, self._io
         )
         self._job_masters[job_id] = job_master
         job_master.start()

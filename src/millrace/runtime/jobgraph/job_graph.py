@@ -135,6 +135,8 @@ class JobGraph:
         edges: Data exchanges between vertices.
         max_parallelism: Number of key groups of keyed exchanges.
         job_id: Unique id (generated).
+        configuration: The job's own settings (``Configuration.job_level``), applied over the
+            cluster's configuration for this job.
     """
 
     name: str
@@ -142,6 +144,7 @@ class JobGraph:
     edges: list[JobEdge]
     max_parallelism: int = 128
     job_id: JobId = field(default_factory=lambda: JobId(new_id()))
+    configuration: dict[str, object] = field(default_factory=dict)
 
     def vertex(self, vertex_id: JobVertexId) -> JobVertex:
         """The vertex with ``vertex_id``.

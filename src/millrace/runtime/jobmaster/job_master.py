@@ -126,7 +126,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._end: float | None = None
         self._failure: str | None = None
         self._working_dir = (
-            Path(configuration.get(ClusterOptions.TMP_DIR)) / "jobs" / (job_graph.job_id)
+            Path(configuration.get(ClusterOptions.TMP_DIR)).resolve() / "jobs" / job_graph.job_id
         )
         self._restart_strategy = restart_strategy_from(configuration)
         self.restarts = 0

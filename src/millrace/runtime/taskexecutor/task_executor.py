@@ -96,7 +96,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         self._spark_session = spark_session
         self._slots = TaskSlotTable(configuration.get(ClusterOptions.NUM_TASK_SLOTS))
         self._poll_timeout = configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
-        self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR))
+        self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR)).resolve()
         self._tasks: dict[ExecutionAttemptId, Task] = {}
         self._partitions: dict[ResultPartitionId, ResultPartition] = {}
         self._job_masters: dict[JobId, _JobManagerConnection] = {}
