@@ -24,10 +24,29 @@ from millrace.runtime.job_result import JobDetails, JobResult, JobResultSuccess
 from millrace.runtime.jobgraph import JobGraph
 from millrace.types import JobId
 
-__all__ = ["JobExecutionResult", "PipelineExecutor", "StreamExecutionEnvironment"]
+__all__ = [
+    "JobExecutionResult",
+    "JobSubmissionResult",
+    "PipelineExecutor",
+    "StreamExecutionEnvironment",
+]
 
-PipelineExecutor = Callable[[JobGraph], JobResult]
-"""Runs a JobGraph to the end and returns its JobResult (Flink's PipelineExecutor)."""
+
+@dataclass(frozen=True)
+class JobSubmissionResult:
+    """What ``execute`` returns for a job submitted detached: it runs on without the client.
+
+    Attributes:
+        job_id, job_name: The job.
+    """
+
+    job_id: JobId
+    job_name: str
+
+
+PipelineExecutor = Callable[[JobGraph], "JobResult | JobSubmissionResult"]
+"""Runs a JobGraph to the end and returns its JobResult, or submits it detached and returns a
+JobSubmissionResult (Flink's PipelineExecutor)."""
 
 _context: tuple[Configuration, Any, PipelineExecutor] | None = None
 
@@ -158,8 +177,12 @@ class StreamExecutionEnvironment:
         job_graph.configuration = _job_configuration(self.configuration)
         return job_graph
 
-    def execute(self, job_name: str = "millrace job") -> JobExecutionResult:
+    def execute(self, job_name: str = "millrace job") -> JobExecutionResult | JobSubmissionResult:
         """Run the pipelines until their input ends; clears them for the next job.
+
+        Returns:
+            The JobExecutionResult of a job that FINISHED, or a JobSubmissionResult when the
+            environment submits detached (``millrace run --detached``).
 
         Raises:
             PipelineError: If the pipeline is invalid.
@@ -169,6 +192,8 @@ class StreamExecutionEnvironment:
         job_graph = self.get_job_graph(job_name)
         self._sinks = []
         result = (self._executor or self._execute_locally)(job_graph)
+        if isinstance(result, JobSubmissionResult):
+            return result
         if not isinstance(result, JobResultSuccess):
             raise JobExecutionError(result.job_id, result.root_cause)
         return JobExecutionResult(

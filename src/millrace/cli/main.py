@@ -1,39 +1,55 @@
-"""``millrace``: run jobs on an embedded cluster.
+"""``millrace``: run jobs on an embedded cluster or a standalone one, and operate the latter.
 
 ``millrace run JOB.py [ARGS...] [-D key=value]... [--config FILE.yaml]`` starts a MiniCluster
 (Dispatcher, ResourceManager, TaskManagers, one SparkSession), runs the script with an execution
-environment bound to it, shows progress, prints a summary and shuts everything down. Exit codes:
-0 success, 1 job or script failure (root cause printed), 2 bad configuration or usage.
+environment bound to it, shows progress, prints a summary and shuts everything down. With
+``--jobmanager HOST:PORT`` the script's jobs go to that standalone cluster instead (waiting for
+them, or not with ``--detached``). ``cluster start|stop``, ``taskmanager start``, ``list`` and
+``cancel`` operate a standalone cluster. Exit codes: 0 success, 1 job or script failure (root
+cause printed), 2 bad configuration or usage.
 """
 
 from __future__ import annotations
 
-import difflib
-import logging
+import os
 import runpy
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from millrace.api.stream_execution_environment import clear_context, set_context
-from millrace.cli.progress import ProgressExecutor
-from millrace.config import ClusterOptions, Configuration, PipelineOptions, all_options
+from millrace.cli.cli_configuration import (
+    ConfigFile,
+    DynamicProperties,
+    configure_logging,
+    load_configuration,
+    load_configuration_or_exit,
+)
+from millrace.cli.cluster_commands import cluster_app, taskmanager_app
+from millrace.cli.job_commands import cancel, list_jobs
+from millrace.cli.job_summary import print_summary
+from millrace.cli.progress import DetachedExecutor, ProgressExecutor
+from millrace.cli.remote_cluster import RemoteCluster, resolve_jobmanager
+from millrace.config import ClusterOptions, Configuration, SparkOptions, all_options
 from millrace.errors import ConfigError, JobExecutionError, MillraceError
-from millrace.runtime.job_result import JobResultSuccess
-from millrace.runtime.jobgraph import OperatorKind
 from millrace.runtime.minicluster import MiniCluster
 
-__all__ = ["app"]
+__all__ = ["app", "load_configuration"]
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Millrace: Flink's runtime in Python, pipelines on Apache Spark.",
 )
+app.add_typer(cluster_app, name="cluster")
+app.add_typer(taskmanager_app, name="taskmanager")
+app.command("list")(list_jobs)
+app.command("cancel")(cancel)
 
 
 @app.callback()
@@ -41,44 +57,46 @@ def _main() -> None:
     """Millrace command line."""
 
 
-def load_configuration(config_file: Path | None, dynamic: list[str]) -> Configuration:
-    """Configuration from the YAML file and ``-D key=value`` pairs (later wins), validated.
-
-    Raises:
-        ConfigError: For a malformed pair, an unknown type of value or an invalid value.
-    """
-    conf = Configuration.from_yaml(config_file) if config_file else Configuration()
-    conf = conf.with_overrides(Configuration.parse_dynamic_properties(dynamic))
-    known = {option.key for option in all_options()}
-    for key, value in conf.to_dict().items():
-        if key not in known and not key.startswith("spark."):
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else "run `millrace config` for the list"
-            raise ConfigError(key, value, f"a known configuration key ({hint})")
-    conf.validate()
-    return conf
-
-
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(
-    script: Path = typer.Argument(..., exists=True, dir_okay=False, help="The job script."),
-    args: list[str] = typer.Argument(None, help="Arguments passed to the script (sys.argv)."),
-    dynamic: list[str] = typer.Option([], "-D", help="Configuration key=value (repeatable)."),
-    config_file: Path = typer.Option(
-        None, "--config", exists=True, dir_okay=False, help="YAML configuration file."
-    ),
+    script: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The job script.")],
+    args: Annotated[
+        list[str] | None, typer.Argument(help="Arguments passed to the script (sys.argv).")
+    ] = None,
+    dynamic: DynamicProperties = [],  # noqa: B006 (typer reads the default)
+    config_file: ConfigFile = None,
+    jobmanager: Annotated[
+        str | None,
+        typer.Option("--jobmanager", "-m", help="HOST:PORT of a standalone cluster's JobManager."),
+    ] = None,
+    detached: Annotated[
+        bool, typer.Option("--detached", "-d", help="Submit and return (needs --jobmanager).")
+    ] = False,
 ) -> None:
-    """Run JOB.py on an embedded cluster and print a summary."""
+    """Run JOB.py on an embedded cluster (or a standalone one) and print a summary."""
     console = Console()
-    try:
-        conf = load_configuration(config_file, dynamic)
-    except ConfigError as error:
-        console.print(f"[red]configuration error:[/] {error}")
-        raise typer.Exit(2) from None
-    log_file = _configure_logging(conf)
+    conf = load_configuration_or_exit(console, config_file, dynamic)
+    if detached and jobmanager is None:
+        console.print("[red]--detached needs --jobmanager HOST:PORT[/] (an embedded cluster "
+                      "ends with the command)")  # fmt: skip
+        raise typer.Exit(2)
+    log_file = configure_logging(conf, "client")
+    started = time.monotonic()
+    if jobmanager is None:
+        code, spark_seconds = _run_embedded(console, conf, script, args or [])
+    else:
+        code, spark_seconds = _run_remote(console, conf, script, args or [], jobmanager, detached)
+    total = time.monotonic() - started
+    console.print(f"wall time {total:.1f} s (Spark start {spark_seconds:.1f} s); log: {log_file}")
+    raise typer.Exit(code)
+
+
+def _run_embedded(
+    console: Console, conf: Configuration, script: Path, args: list[str]
+) -> tuple[int, float]:
     started = time.monotonic()
     cluster = MiniCluster(conf)
-    code = 0
+    spark_seconds = 0.0
     try:
         with console.status("Starting the cluster and Spark..."):
             cluster.start()
@@ -91,29 +109,81 @@ def run(
         )
         executor = ProgressExecutor(cluster.job_client, console)
         set_context(conf, spark, executor)
-        sys.argv = [str(script), *(args or [])]
-        try:
-            runpy.run_path(str(script), run_name="__main__")
-        except JobExecutionError as error:
-            console.print(f"[red]job failed:[/] {error.root_cause}")
-            code = 1
-        except MillraceError as error:
-            console.print(f"[red]error:[/] {error}")
-            code = 1
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        except Exception:  # the user's script failed: show its traceback
-            console.print_exception(max_frames=8)
-            code = 1
+        code = _run_script(console, script, args)
         for job_graph, result in executor.runs:
-            _print_summary(console, job_graph, result, conf)
+            print_summary(console, job_graph, result, conf)
     finally:
         clear_context()
         with console.status("Stopping the cluster..."):
             cluster.close()
-    total = time.monotonic() - started
-    console.print(f"wall time {total:.1f} s (Spark start {spark_seconds:.1f} s); log: {log_file}")
-    raise typer.Exit(code)
+    return code, spark_seconds
+
+
+def _run_remote(
+    console: Console,
+    conf: Configuration,
+    script: Path,
+    args: list[str],
+    jobmanager: str,
+    detached: bool,
+) -> tuple[int, float]:
+    """Build the jobs here (a local Spark builds the columns) and submit them to the cluster."""
+    from millrace.runtime.jobgraph.user_code import add_user_code_root
+    from millrace.spark.spark_session import BackgroundSparkSession
+
+    try:
+        address = resolve_jobmanager(conf, jobmanager)
+        remote = RemoteCluster(conf, address).start()
+    except (ConfigError, ValueError) as error:
+        console.print(f"[red]configuration error:[/] {error}")
+        raise typer.Exit(2) from None
+    started = time.monotonic()
+    spark = BackgroundSparkSession(
+        conf.with_overrides({SparkOptions.MASTER.key: "local[1]"}), app_name="millrace-client"
+    )
+    try:
+        with console.status("Starting Spark (to build the job's columns)..."):
+            spark.start()
+            session = spark.get()
+        spark_seconds = time.monotonic() - started
+        console.print(f"JobManager {address}; Spark {session.version} ({spark_seconds:.1f} s)")
+        add_user_code_root(str(script.resolve().parent))
+        executor = (
+            DetachedExecutor(remote.job_client, console)
+            if detached
+            else ProgressExecutor(remote.job_client, console)
+        )
+        set_context(conf, session, executor)
+        code = _run_script(console, script, args)
+        for job_graph, result in getattr(executor, "runs", []):
+            print_summary(console, job_graph, result, conf)
+    finally:
+        clear_context()
+        remote.close()
+        spark.stop()
+    return code, spark_seconds
+
+
+def _run_script(console: Console, script: Path, args: list[str]) -> int:
+    """Run the job script as ``__main__``; returns the exit code it earned."""
+    sys.argv = [str(script), *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python JOB.py` does
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except JobExecutionError as error:
+        console.print(f"[red]job failed:[/] {error.root_cause}")
+        return 1
+    except MillraceError as error:
+        console.print(f"[red]error:[/] {error}")
+        return 1
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except Exception:  # the user's script failed: show its traceback
+        console.print_exception(max_frames=8)
+        return 1
+    finally:
+        sys.path.pop(0)
+    return 0
 
 
 @app.command("config")
@@ -130,62 +200,6 @@ def config_command() -> None:
         table.add_row(option.key, shown, option.description)
     console.print(table)
     console.print("Any other spark.* key is passed to the SparkSession.")
-
-
-def _configure_logging(conf: Configuration) -> Path:
-    directory = Path(conf.get(ClusterOptions.TMP_DIR)) / "log"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"millrace-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    handler = logging.FileHandler(path)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s")
-    )
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    for noisy in ("py4j", "fsspec"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    return path
-
-
-def _print_summary(console: Console, job_graph, result, conf: Configuration) -> None:  # type: ignore[no-untyped-def]
-    if not isinstance(result, JobResultSuccess):
-        console.print(
-            f"[red]{job_graph.name} {result.status.name}[/] after "
-            f"{result.duration:.1f} s: {result.root_cause}"
-        )
-        return
-    restarts = result.details.restarts
-    console.print(
-        f"[bold green]{job_graph.name} FINISHED[/] in {result.duration:.1f} s "
-        f"(job {job_graph.job_id}" + (f", {restarts} restarts)" if restarts else ")")
-    )
-    for i, (vertex, details) in enumerate(
-        zip(job_graph.vertices, result.details.vertices, strict=True), start=1
-    ):
-        m = result.accumulators[details.name]
-        console.print(
-            f"  [{i}] {vertex.name.replace(' -> ', ' → ')} (parallelism {vertex.parallelism})",
-            highlight=False,
-            markup=False,
-        )
-        console.print(
-            f"      records in {m.records_in:,}, out {m.records_out:,}; dead letters "
-            f"{m.dead_letters:,}, late {m.late_records:,}; Spark jobs {m.bundles:,}",
-            highlight=False,
-        )
-    for vertex in job_graph.vertices:
-        for op in vertex.operators:
-            if op.kind is OperatorKind.SINK:
-                rows = result.accumulators[vertex.name].records_out
-                console.print(f"rows written: {rows:,} -> {op.name.removeprefix('Sink: ')}")
-    dead = sum(m.dead_letters for m in result.accumulators.values())
-    late = sum(m.late_records for m in result.accumulators.values())
-    if dead or late:
-        console.print(
-            f"side outputs: {dead:,} dead letters, {late:,} late records under "
-            f"{Path(conf.get(PipelineOptions.SIDE_OUTPUT_DIR)) / job_graph.name}"
-        )
 
 
 if __name__ == "__main__":

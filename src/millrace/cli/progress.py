@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from millrace.api.stream_execution_environment import JobSubmissionResult
 from millrace.runtime.client.job_client import JobClientGateway
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
 
-__all__ = ["ProgressExecutor"]
+__all__ = ["DetachedExecutor", "ProgressExecutor"]
 
 _POLL_INTERVAL = 0.25  # seconds between JobDetails requests
 
@@ -79,3 +80,28 @@ class ProgressExecutor:
             completed=details.splits_assigned,
             detail=f"{details.status.name}{restarts}  {states}",
         )
+
+
+@dataclass
+class DetachedExecutor:
+    """A PipelineExecutor that submits with SubmitJobDetached and returns at once.
+
+    Args:
+        job_client: Gateway of the JobClient.
+        console: Where the job id is printed.
+        timeout: Seconds to wait for the Dispatcher's acceptance.
+
+    Attributes:
+        submitted: ``(job_graph, job_id)`` of every job submitted, in order.
+    """
+
+    job_client: JobClientGateway
+    console: Console
+    timeout: float = 60.0
+    submitted: list[tuple[JobGraph, str]] = field(default_factory=list)
+
+    def __call__(self, job_graph: JobGraph) -> JobSubmissionResult:
+        job_id = self.job_client.submit_job_detached(job_graph).result(timeout=self.timeout)
+        self.submitted.append((job_graph, job_id))
+        self.console.print(f"Job {job_id} ({job_graph.name}) submitted, detached")
+        return JobSubmissionResult(job_id, job_graph.name)

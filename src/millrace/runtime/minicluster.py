@@ -9,7 +9,6 @@ stops every endpoint, the I/O threads and, if the cluster started it, Spark and 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -49,27 +48,23 @@ class MiniCluster:
         spark_session: Any = None,
         spark_factory: Callable[[Configuration], Any] | None = None,
     ) -> None:
+        from millrace.spark.spark_session import BackgroundSparkSession
+
         self.configuration = configuration or Configuration()
-        self._given_spark = spark_session
-        self._spark_factory = spark_factory
-        self._spark: Future[Any] = Future()
+        self._spark = BackgroundSparkSession(
+            self.configuration, given=spark_session, factory=spark_factory
+        )
         self._rpc: LocalRpcService | None = None
         self._io: ThreadPoolExecutor | None = None
         self.resource_manager: ResourceManager | None = None
         self.dispatcher: Dispatcher | None = None
         self.task_executors: list[TaskExecutor] = []
         self._job_client: JobClient | None = None
-        self._closed = False
-        self._spark_lock = threading.Lock()  # close() and the spark-start thread
-        self._spark_stopped = False
 
     def start(self) -> MiniCluster:
         """Start Spark (in the background) and every endpoint; returns self."""
         self.configuration.validate()
-        if self._given_spark is not None:
-            self._spark.set_result(self._given_spark)
-        else:
-            threading.Thread(target=self._start_spark, name="spark-start", daemon=True).start()
+        self._spark.start()
         conf = self.configuration
         self._rpc = LocalRpcService("minicluster", configuration=conf)
         self._io = ThreadPoolExecutor(4, thread_name_prefix="millrace-io")
@@ -82,7 +77,7 @@ class MiniCluster:
                 self._rpc,
                 conf,
                 self.resource_manager.address,
-                self.spark,
+                self._spark.get,
                 ResourceId(f"taskmanager-{i}"),
             )
             te.start()
@@ -91,26 +86,13 @@ class MiniCluster:
         self._job_client.start()
         return self
 
-    def _start_spark(self) -> None:
-        try:
-            factory = self._spark_factory
-            if factory is None:
-                from millrace.spark.spark_session import create_spark_session as factory
-            session = factory(self.configuration)
-        except BaseException as error:
-            self._spark.set_exception(error)
-            return
-        self._spark.set_result(session)
-        if self._closed:  # closed while Spark was starting: stop it here
-            self._stop_spark()
-
     def spark(self) -> Any:
         """The shared SparkSession; blocks until it started. Raises what starting raised."""
-        return self._spark.result()
+        return self._spark.get()
 
     @property
     def spark_started(self) -> Future[Any]:
-        return self._spark
+        return self._spark.started
 
     @property
     def job_client(self) -> JobClientGateway:
@@ -121,7 +103,6 @@ class MiniCluster:
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop endpoints, I/O threads and (if started here) Spark and its JVM; idempotent."""
-        self._closed = True
         try:
             if self._rpc is not None:
                 rpc, self._rpc = self._rpc, None
@@ -134,18 +115,7 @@ class MiniCluster:
             if self._io is not None:
                 self._io.shutdown(wait=False, cancel_futures=True)
                 self._io = None
-            self._stop_spark()
-
-    def _stop_spark(self) -> None:
-        """Stop the session this cluster started, once it is up (it may still be starting)."""
-        with self._spark_lock:
-            started_here = self._given_spark is None
-            ready = self._spark.done() and self._spark.exception() is None
-            if started_here and ready and not self._spark_stopped:
-                from millrace.spark.spark_session import stop_spark_session
-
-                self._spark_stopped = True
-                stop_spark_session(self._spark.result())
+            self._spark.stop()
 
     def __enter__(self) -> MiniCluster:
         return self.start()

@@ -12,12 +12,14 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from millrace.config import Configuration, SparkOptions
 
-__all__ = ["create_spark_session", "stop_spark_session"]
+__all__ = ["BackgroundSparkSession", "create_spark_session", "stop_spark_session"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,3 +101,65 @@ def stop_spark_session(spark: Any) -> None:
         logger.warning("Spark's JVM did not exit within %d s; killing it", _JVM_EXIT_TIMEOUT)
         process.kill()
         process.wait()
+
+
+class BackgroundSparkSession:
+    """The process's SparkSession, started on a background thread while the control plane
+    comes up, and stopped with its JVM.
+
+    Args:
+        configuration: Spark keys (``spark.*``).
+        app_name: Spark application name.
+        given: An already running session to use instead (not stopped by ``stop``).
+        factory: Starts a session from the configuration (default ``create_spark_session``).
+
+    Threading:
+        Any thread.
+    """
+
+    def __init__(
+        self,
+        configuration: Configuration,
+        app_name: str = "millrace",
+        given: Any = None,
+        factory: Any = None,
+    ) -> None:
+        self._configuration = configuration
+        self._app_name = app_name
+        self._given = given
+        self._factory = factory
+        self.started: Future[Any] = Future()
+        self._lock = threading.Lock()  # stop() against the starting thread
+        self._stopping = False
+        self._stopped = False
+
+    def start(self) -> None:
+        """Begin starting Spark (returns at once)."""
+        if self._given is not None:
+            self.started.set_result(self._given)
+            return
+        threading.Thread(target=self._start, name="spark-start", daemon=True).start()
+
+    def _start(self) -> None:
+        try:
+            factory = self._factory or (lambda conf: create_spark_session(conf, self._app_name))
+            session = factory(self._configuration)
+        except BaseException as error:
+            self.started.set_exception(error)
+            return
+        self.started.set_result(session)
+        if self._stopping:  # stopped while Spark was starting: stop it here
+            self.stop()
+
+    def get(self) -> Any:
+        """The SparkSession; blocks until it started. Raises what starting raised."""
+        return self.started.result()
+
+    def stop(self) -> None:
+        """Stop the session this object started, with its JVM, once it is up. Idempotent."""
+        with self._lock:
+            self._stopping = True
+            ready = self.started.done() and self.started.exception() is None
+            if self._given is None and ready and not self._stopped:
+                self._stopped = True
+                stop_spark_session(self.started.result())

@@ -123,6 +123,11 @@ class TcpRpcService(LocalRpcService):
             self._loop.close()
 
     @property
+    def secret(self) -> bytes:
+        """The cluster secret this service proves and demands."""
+        return self._secret
+
+    @property
     def authority(self) -> str:
         """``host:port`` this service listens on."""
         return self._authority

@@ -17,15 +17,25 @@ never unpickles (``millrace.rpc.message_codec``).
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import pickle
+import sys
 from typing import Any
 
 import cloudpickle
 
 from millrace.errors import PipelineError
 
-__all__ = ["UserCodeError", "deserialize_user_code", "serialize_user_code"]
+__all__ = [
+    "UserCodeError",
+    "add_user_code_root",
+    "deserialize_user_code",
+    "serialize_user_code",
+]
+
+_user_code_roots: list[str] = []  # directories whose modules travel by value
 
 _NOT_SHIPPABLE = {
     "SparkSession": "use the DataFrame's own session inside the function (df.sparkSession)",
@@ -61,6 +71,34 @@ class _UserCodePickler(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
+def add_user_code_root(directory: str) -> None:
+    """Make modules loaded from ``directory`` (the job script's helpers) travel by value.
+
+    Functions of the job script itself (``__main__``) always travel by value; library modules
+    (installed packages) travel by reference and must be installed on the TaskManagers.
+
+    Threading:
+        Before the job graph is built, from the thread that builds it.
+    """
+    root = os.path.abspath(directory)
+    if root not in _user_code_roots:
+        _user_code_roots.append(root)
+
+
+def _register_user_modules_by_value() -> None:
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if (
+            path is None
+            or name.split(".")[0] in ("millrace", "pyspark")
+            or "site-packages" in path
+            or not any(os.path.abspath(path).startswith(root + os.sep) for root in _user_code_roots)
+        ):
+            continue
+        with contextlib.suppress(ValueError):  # not importable by name: by value anyway
+            cloudpickle.register_pickle_by_value(module)
+
+
 def serialize_user_code(value: Any, what: str) -> bytes:
     """Pickle ``value`` (an operator with its user functions, columns and connectors).
 
@@ -78,6 +116,7 @@ def serialize_user_code(value: Any, what: str) -> bytes:
     Threading:
         Any thread; Spark columns need the process's SparkContext to be running.
     """
+    _register_user_modules_by_value()
     buffer = io.BytesIO()
     try:
         _UserCodePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)

@@ -1,0 +1,95 @@
+"""RemoteCluster: the CLI's connection to a standalone cluster's JobManager.
+
+A client TcpRpcService (loopback, any port) proves the cluster secret to the JobManager and
+hosts a JobClient endpoint that submits to ``tcp://<jobmanager>/dispatcher``. The JobManager is
+``--jobmanager HOST:PORT``, else the one recorded in this machine's cluster directory, else
+``jobmanager.rpc.address:jobmanager.rpc.port``.
+"""
+
+from __future__ import annotations
+
+from millrace.config import Configuration, JobManagerOptions, RpcOptions
+from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.runtime.client.job_client import JobClient, JobClientGateway
+from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.entrypoint.cluster_files import ClusterFiles
+from millrace.runtime.rpc_utils import create_remote_rpc_service, parse_host_port
+
+__all__ = ["RemoteCluster", "resolve_jobmanager"]
+
+
+def resolve_jobmanager(configuration: Configuration, jobmanager: str | None) -> str:
+    """``host:port`` of the JobManager to talk to (see the module docstring).
+
+    Raises:
+        ValueError: If ``jobmanager`` is not ``HOST:PORT``.
+    """
+    if jobmanager:
+        host, port = parse_host_port(jobmanager)
+        return f"{host}:{port}"
+    recorded = ClusterFiles(configuration).jobmanager()
+    if recorded is not None:
+        return recorded.rpc_address
+    host = configuration.get(JobManagerOptions.RPC_ADDRESS)
+    return f"{host}:{configuration.get(JobManagerOptions.RPC_PORT)}"
+
+
+class RemoteCluster:
+    """Client side of a standalone cluster.
+
+    Args:
+        configuration: ``security.*`` (the secret) and ``rpc.*`` keys.
+        jobmanager: ``host:port`` of the JobManager's RPC service.
+
+    Raises:
+        ConfigError: From ``start``, if the secret cannot be read.
+
+    Threading:
+        ``start`` and ``close`` from one thread; gateways from any.
+    """
+
+    def __init__(self, configuration: Configuration, jobmanager: str) -> None:
+        self.configuration = configuration
+        self.jobmanager = jobmanager
+        self._rpc: TcpRpcService | None = None
+        self._job_client: JobClient | None = None
+
+    def start(self) -> RemoteCluster:
+        """Start the client service and its JobClient; returns self."""
+        self._rpc = create_remote_rpc_service(
+            "client", self.configuration, host="127.0.0.1", port=0
+        )
+        self._job_client = JobClient(self._rpc, f"tcp://{self.jobmanager}/dispatcher")
+        self._job_client.start()
+        return self
+
+    @property
+    def job_client(self) -> JobClientGateway:
+        """The JobClient (SubmitJobWait, SubmitJobDetached)."""
+        assert self._job_client is not None, "start() first"
+        return self._job_client.get_self_gateway(JobClientGateway)
+
+    def dispatcher(self) -> DispatcherGateway:
+        """A gateway to the Dispatcher.
+
+        Raises:
+            RecipientUnreachableError: If the JobManager does not answer within the lookup
+                timeout.
+        """
+        assert self._rpc is not None, "start() first"
+        address = f"tcp://{self.jobmanager}/dispatcher"
+        return self._rpc.connect(address, DispatcherGateway).result(
+            2 * self.configuration.get(RpcOptions.LOOKUP_TIMEOUT)
+        )
+
+    def close(self) -> None:
+        """Stop the JobClient and the client service. Idempotent."""
+        if self._rpc is not None:
+            rpc, self._rpc = self._rpc, None
+            rpc.close_async().exception(timeout=self.configuration.get(RpcOptions.ASK_TIMEOUT))
+
+    def __enter__(self) -> RemoteCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Entry points of the cluster's processes: the JobManager of a standalone session cluster."""

@@ -1,0 +1,143 @@
+"""StandaloneSessionClusterEntrypoint: the JobManager process of a standalone cluster (seed 003).
+
+One process hosts the ResourceManager, the Dispatcher (which starts a JobMaster per job) and
+the REST API, on one TcpRpcService at ``jobmanager.rpc.address:jobmanager.rpc.port``.
+TaskManager processes register at ``tcp://<address>/resourcemanager``; clients submit to
+``tcp://<address>/dispatcher``. Without high availability, jobs live as long as this process;
+TaskManagers that lose it fail their tasks and keep registering until a JobManager answers at
+the same address again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from millrace.config import Configuration, JobManagerOptions, RestOptions, RpcOptions
+from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.runtime.control_messages import control_message_codec
+from millrace.runtime.dispatcher.dispatcher import Dispatcher
+from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.dispatcher.rest_endpoint import (
+    DispatcherRestEndpoint,
+    create_rest_app,
+    rest_token,
+)
+from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
+from millrace.runtime.entrypoint.process_termination import ProcessTermination
+from millrace.runtime.resourcemanager.resource_manager import ResourceManager
+from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.rpc_utils import create_remote_rpc_service
+
+__all__ = ["StandaloneSessionClusterEntrypoint"]
+
+logger = logging.getLogger(__name__)
+
+
+class StandaloneSessionClusterEntrypoint:
+    """Starts and stops the JobManager's components.
+
+    Args:
+        configuration: The cluster's configuration (validated by ``start``).
+        termination: Receives fatal errors of the endpoints (escalation); a new one if None.
+
+    Attributes:
+        rpc_address: ``host:port`` of the RPC service, once started.
+        rest_url: ``http://host:port`` of the REST API, once started.
+
+    Raises:
+        ConfigError: From ``start``, for an invalid value or a missing TLS file.
+        OSError: From ``start``, if a port is taken.
+
+    Threading:
+        ``start`` and ``close`` from one thread.
+    """
+
+    def __init__(
+        self, configuration: Configuration, termination: ProcessTermination | None = None
+    ) -> None:
+        self.configuration = configuration
+        self.termination = termination or ProcessTermination()
+        self._rpc: TcpRpcService | None = None
+        self._io: ThreadPoolExecutor | None = None
+        self._rest: DispatcherRestEndpoint | None = None
+        self._files = ClusterFiles(configuration)
+        self._info: ProcessInfo | None = None
+        self.rpc_address = ""
+        self.rest_url = ""
+
+    def start(self) -> StandaloneSessionClusterEntrypoint:
+        """Start the RPC service, ResourceManager, Dispatcher and REST API; returns self."""
+        conf = self.configuration
+        conf.validate()
+        try:
+            self._rpc = create_remote_rpc_service(
+                "jobmanager",
+                conf,
+                host=conf.get(JobManagerOptions.RPC_ADDRESS),
+                port=conf.get(JobManagerOptions.RPC_PORT),
+                create_secret=True,
+            )
+            self._rpc.set_fatal_error_handler(self.termination.on_fatal_error)
+            self.rpc_address = self._rpc.authority
+            self._io = ThreadPoolExecutor(4, thread_name_prefix="millrace-io")
+            resource_manager = ResourceManager(self._rpc, configuration=conf)
+            resource_manager.start()
+            dispatcher = Dispatcher(self._rpc, conf, resource_manager.address, self._io)
+            dispatcher.start()
+            app = create_rest_app(
+                dispatcher.get_self_gateway(DispatcherGateway),
+                resource_manager.get_self_gateway(ResourceManagerGateway),
+                control_message_codec(),
+                rest_token(self._rpc.secret),
+                max_body_bytes=conf.get(RpcOptions.FRAMESIZE),
+                timeout=conf.get(RpcOptions.ASK_TIMEOUT),
+            )
+            self._rest = DispatcherRestEndpoint(
+                app, conf.get(RestOptions.BIND_ADDRESS), conf.get(RestOptions.PORT)
+            ).start()
+        except BaseException:
+            self.close()
+            raise
+        self.rest_url = self._rest.url
+        self._info = ProcessInfo("jobmanager", os.getpid(), self.rpc_address, self.rest_url)
+        self._files.register(self._info)
+        logger.info("JobManager at %s, REST API at %s", self.rpc_address, self.rest_url)
+        return self
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the REST API, every endpoint (running jobs are cancelled) and the I/O threads.
+
+        Idempotent.
+        """
+        if self._info is not None:
+            self._files.unregister(self._info)
+            self._info = None
+        if self._rest is not None:
+            self._rest.close()
+            self._rest = None
+        if self._rpc is not None:
+            rpc, self._rpc = self._rpc, None
+            try:
+                error = rpc.close_async().exception(timeout=timeout)
+                if error is not None:
+                    logger.warning("closing the RPC service: %s", error)
+            except TimeoutError:
+                logger.warning("endpoints did not stop within %.0f s", timeout)
+        if self._io is not None:
+            self._io.shutdown(wait=False, cancel_futures=True)
+            self._io = None
+
+    def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT or a fatal error, close; returns the exit code.
+
+        Threading:
+            The process's main thread (installs signal handlers).
+        """
+        self.termination.install_signal_handlers()
+        self.start()
+        try:
+            return self.termination.wait()
+        finally:
+            self.close()

@@ -1,0 +1,123 @@
+"""TaskManagerRunner: a TaskManager process (Flink's name; seed 000, 003).
+
+One process: a TcpRpcService at ``taskmanager.host`` (port ``taskmanager.rpc.port``, any free
+one by default), one TaskExecutor endpoint offering ``taskmanager.numberOfTaskSlots`` slots, and
+the process's own SparkSession (local mode by default, ``spark.master`` otherwise), started in
+the background while the TaskExecutor registers at ``tcp://<jobmanager>/resourcemanager``.
+The TaskExecutor keeps registering for as long as the JobManager is unreachable; an unexpected
+error in it stops the process with exit code 1 (escalation to the process's supervisor).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from millrace.config import Configuration, RpcOptions, TaskManagerOptions
+from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
+from millrace.runtime.entrypoint.process_termination import ProcessTermination
+from millrace.runtime.rpc_utils import create_remote_rpc_service
+from millrace.runtime.taskexecutor.task_executor import TaskExecutor
+from millrace.types import ResourceId, new_id
+
+__all__ = ["TaskManagerRunner"]
+
+logger = logging.getLogger(__name__)
+
+
+class TaskManagerRunner:
+    """Starts and stops one TaskManager process's parts.
+
+    Args:
+        configuration: The TaskManager's configuration (validated by ``start``).
+        jobmanager: ``host:port`` of the JobManager's RPC service.
+        termination: Receives fatal errors (a new one if None).
+
+    Attributes:
+        task_executor: The endpoint, once started.
+
+    Raises:
+        ConfigError: From ``start``, if the secret is missing or a value invalid.
+        OSError: From ``start``, if the port is taken.
+
+    Threading:
+        ``start`` and ``close`` from one thread.
+    """
+
+    def __init__(
+        self,
+        configuration: Configuration,
+        jobmanager: str,
+        termination: ProcessTermination | None = None,
+    ) -> None:
+        from millrace.spark.spark_session import BackgroundSparkSession
+
+        self.configuration = configuration
+        self.jobmanager = jobmanager
+        self.termination = termination or ProcessTermination()
+        self._spark = BackgroundSparkSession(configuration, app_name="millrace-taskmanager")
+        self._rpc: TcpRpcService | None = None
+        self._files = ClusterFiles(configuration)
+        self._info: ProcessInfo | None = None
+        self.task_executor: TaskExecutor | None = None
+
+    def start(self) -> TaskManagerRunner:
+        """Start Spark (in the background), the RPC service and the TaskExecutor."""
+        conf = self.configuration
+        conf.validate()
+        self._rpc = create_remote_rpc_service(
+            "taskmanager",
+            conf,
+            host=conf.get(TaskManagerOptions.HOST),
+            port=conf.get(TaskManagerOptions.RPC_PORT),
+        )
+        self._rpc.set_fatal_error_handler(self.termination.on_fatal_error)
+        self._spark.start()
+        port = self._rpc.authority.rsplit(":", 1)[1]
+        self.task_executor = TaskExecutor(
+            self._rpc,
+            conf,
+            f"tcp://{self.jobmanager}/resourcemanager",
+            self._spark.get,
+            ResourceId(f"taskmanager-{port}-{new_id()[:6]}"),
+        )
+        self.task_executor.start()
+        self._info = ProcessInfo("taskmanager", os.getpid(), self._rpc.authority)
+        self._files.register(self._info)
+        logger.info(
+            "TaskManager %s at %s, JobManager %s",
+            self.task_executor.resource_id,
+            self._rpc.authority,
+            self.jobmanager,
+        )
+        return self
+
+    def close(self) -> None:
+        """Cancel the tasks, stop the endpoint and Spark with its JVM. Idempotent."""
+        if self._info is not None:
+            self._files.unregister(self._info)
+            self._info = None
+        if self._rpc is not None:
+            rpc, self._rpc = self._rpc, None
+            timeout = 3 * self.configuration.get(RpcOptions.ASK_TIMEOUT)
+            try:
+                error = rpc.close_async().exception(timeout=timeout)
+                if error is not None:
+                    logger.warning("closing the RPC service: %s", error)
+            except TimeoutError:
+                logger.warning("the TaskExecutor did not stop within %.0f s", timeout)
+        self._spark.stop()
+
+    def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT or a fatal error, close; returns the exit code.
+
+        Threading:
+            The process's main thread (installs signal handlers).
+        """
+        self.termination.install_signal_handlers()
+        self.start()
+        try:
+            return self.termination.wait()
+        finally:
+            self.close()
