@@ -89,7 +89,7 @@ class RemoteCluster:
             rpc.close_async().exception(timeout=self.configuration.get(RpcOptions.ASK_TIMEOUT))
 
     def __enter__(self) -> RemoteCluster:
-        return self.start()
+        return self if self._rpc is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -179,7 +179,7 @@ class SourceStreamTask(SparkStreamTask):
                 )
             else:
                 out = windowed.withColumn(_ROWS, F.lit(1))
-            table, late = _split_late(_collect(out, env.task_name))
+            table, late = _split_late(self.collect(out))
             files = write_exchange_files(
                 # per attempt: a zombie of a failed attempt can never overwrite a file that a
                 # later attempt announced
@@ -193,7 +193,7 @@ class SourceStreamTask(SparkStreamTask):
                 env.emit(target, bundle)
             env.metrics.records_out += table.num_rows
         elif self.sink is not None:
-            table = _collect(frame, env.task_name)
+            table = self.collect(frame)
             env.metrics.records_out += self.sink.sink.write(
                 table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id
             )
@@ -265,14 +265,6 @@ def _require_column(frame: Any, column: str, task_name: str) -> None:
         )
 
 
-def _collect(frame: Any, task_name: str) -> Any:
-    """Run the bundle's Spark job: the plan's result as a ``pyarrow.Table``."""
-    try:
-        return frame.toArrow()
-    except Exception as error:
-        raise PipelineError(f"Spark job failed: {_first_line(error)}", task_name) from error
-
-
 def _source_column(splits: list[InputSplit]) -> Any:
     """Which file a row came from: Spark's input file name, else the bundle's splits."""
     from pyspark.sql import functions as F
@@ -291,8 +283,3 @@ def _split_late(table: Any) -> tuple[Any, int]:
     late = pc.sum(table.filter(late_mask).column(_ROWS)).as_py() or 0
     on_time = table.filter(pc.invert(late_mask)).drop_columns([_LATE, _ROWS])
     return on_time, int(late)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return (text[0] if text else type(error).__name__)[:500]

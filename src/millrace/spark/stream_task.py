@@ -45,6 +45,28 @@ class SparkStreamTask(AbstractInvokable):
             context.setLocalProperty("spark.scheduler.pool", f"slot-{self.tdd.allocation_id}")
         return self._spark
 
+    def collect(self, frame: Any) -> Any:
+        """Run one Spark job: ``frame``'s result as a ``pyarrow.Table``.
+
+        Cancellation is checked before and after, so a task cancelled between Spark jobs
+        does not start another (cancelJobGroup only reaches jobs already running).
+
+        Raises:
+            TaskCancelledError: If the task was cancelled.
+            PipelineError: If the Spark job failed (Spark's error is the cause).
+        """
+        environment = self.environment
+        environment.check_cancelled()
+        try:
+            table = frame.toArrow()
+        except Exception as error:
+            environment.check_cancelled()  # a cancelled job fails: report the cancellation
+            raise PipelineError(
+                f"Spark job failed: {_first_line(error)}", self.tdd.task_name
+            ) from error
+        environment.check_cancelled()
+        return table
+
     def apply_transforms(self, frame: Any, transforms: list[TransformOperator]) -> Any:
         """Apply the chained ``transform`` functions to ``frame`` (lazily).
 
@@ -69,3 +91,8 @@ class SparkStreamTask(AbstractInvokable):
                 )
             frame = result
         return frame
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:500]

@@ -23,7 +23,6 @@ from millrace.api.operators import WindowAggregateOperator
 from millrace.config import ExecutionOptions
 from millrace.errors import PipelineError
 from millrace.runtime.io.partition_events import MIN_WATERMARK, DataBundle
-from millrace.spark.source_stream_task import _collect
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import WINDOW_START, window_end_ms, window_output_columns
 
@@ -102,7 +101,7 @@ class WindowStreamTask(SparkStreamTask):
         names = tuple(aggregated.columns[len(op.keys) + 1 :])
         result = aggregated.select(*window_output_columns(op.keys, op.window, names))
         result = self.apply_transforms(result, self.transforms)
-        table = _collect(result, env.task_name)
+        table = self.collect(result)
         assert self.sink is not None
         env.metrics.records_out += self.sink.sink.write(
             table, self.tdd.job_id, self.tdd.subtask_index, self._sequence, self.tdd.attempt_id
@@ -146,7 +145,7 @@ class WindowStreamTask(SparkStreamTask):
             # Keep the partials' types (a sum of decimal sums would widen each compaction).
             types = dict(frame.dtypes)
             frame = merged.select(*[F.col(c).cast(types[c]) for c in merged.columns])
-        table = _collect(frame, env.task_name)
+        table = self.collect(frame)
         old = self._files
         self._files = []
         if table.num_rows:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from millrace.config import ClusterOptions, Configuration, HeartbeatOptions
-from millrace.errors import SlotAllocationError
+from millrace.errors import RecipientUnreachableError, SlotAllocationError
 from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.runtime.deployment import (
     Acknowledge,
@@ -331,6 +331,10 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
 
     def _submitted(self, submitting: Future[TaskOperationResult], execution: Execution) -> None:
         error = submitting.exception()
+        resource_id = self._resource_id_of(execution)
+        if isinstance(error, RecipientUnreachableError) and resource_id is not None:
+            self._release_task_manager(resource_id, f"unreachable: {error}")
+            return
         if error is None and not submitting.result().success:
             error = RuntimeError(submitting.result().description)
         if error is not None and not execution.state.is_terminal:
@@ -448,7 +452,12 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 self.on_main_thread(cancelling, lambda f, e=execution: self._cancelled(f, e))
 
     def _cancelled(self, cancelling: Future[TaskOperationResult], execution: Execution) -> None:
-        if cancelling.exception() is not None and not execution.state.is_terminal:
+        error = cancelling.exception()
+        resource_id = self._resource_id_of(execution)
+        if isinstance(error, RecipientUnreachableError) and resource_id is not None:
+            self._release_task_manager(resource_id, f"unreachable: {error}")
+            return
+        if error is not None and not execution.state.is_terminal:
             execution.failure = f"TaskManager unreachable: {cancelling.exception()}"
             execution.transition_to(ExecutionState.FAILED)
             self._maybe_complete()
@@ -461,9 +470,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         graph = self.execution_graph
         if graph.status is not JobStatus.RUNNING and graph.status is not JobStatus.RESTARTING:
             return
-        self._restart_strategy.notify_failure(self.clock.monotonic())
         if graph.status is JobStatus.RESTARTING:
             return  # one restart covers failures that happen while cancelling
+        self._restart_strategy.notify_failure(self.clock.monotonic())
         if not self._restart_strategy.can_restart():
             self._fail_job(f"{cause} (no restart left: {self._restart_strategy!r})")
             return
@@ -526,28 +535,41 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
 
     def notify_heartbeat_timeout(self, resource_id: str) -> None:
         """A TaskManager holding slots of this job is lost: its slots go, its tasks failed."""
+        self._release_task_manager(resource_id, "heartbeat timeout")
+
+    def _release_task_manager(self, resource_id: str, cause: str) -> None:
+        """Drop a lost TaskManager: its slots leave the job, its executions FAIL, the job
+        restarts under its strategy (Flink's disconnectTaskManager)."""
+        self._heartbeats.unmonitor_target(resource_id)
         lost_slots = [s for s in self._slots if s.resource_id == resource_id]
         lost = {s.allocation_id for s in lost_slots}
         self._slots = [s for s in self._slots if s.resource_id != resource_id]
         if lost_slots:  # if it is only cut off, it cleans up as soon as it hears this
             lost_slots[0].gateway.disconnect_job_manager(
-                self.job_graph.job_id, "the JobMaster lost its heartbeat"
+                self.job_graph.job_id, f"the JobMaster lost it ({cause})"
             )
         failed = False
         for execution in self.execution_graph.executions():
             if execution.allocation_id in lost and not execution.state.is_terminal:
-                execution.failure = f"TaskManager {resource_id} lost (heartbeat timeout)"
+                execution.failure = f"TaskManager {resource_id} lost ({cause})"
                 execution.transition_to(ExecutionState.FAILED)
                 failed = True
         logger.warning(
-            "job %s: TaskManager %s lost; %d slots gone",
+            "job %s: TaskManager %s lost (%s); %d slots gone",
             self.job_graph.name,
             resource_id,
+            cause,
             len(lost),
         )
         if failed or lost:
-            self._handle_failure(f"TaskManager {resource_id} lost (heartbeat timeout)")
+            self._handle_failure(f"TaskManager {resource_id} lost ({cause})")
         self._maybe_complete()
+
+    def _resource_id_of(self, execution: Execution) -> str | None:
+        return next(
+            (s.resource_id for s in self._slots if s.allocation_id == execution.allocation_id),
+            None,
+        )
 
     def _maybe_complete(self) -> None:
         graph = self.execution_graph

@@ -12,7 +12,7 @@ import logging
 from concurrent.futures import Future
 
 from millrace.config import Configuration, HeartbeatOptions
-from millrace.errors import SlotAllocationError
+from millrace.errors import RecipientUnreachableError, SlotAllocationError
 from millrace.rpc import RpcEndpoint, RpcService
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.heartbeat import HeartbeatManager
@@ -171,9 +171,8 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
     def notify_heartbeat_timeout(self, resource_id: str) -> None:
         """A TaskManager stopped answering: it is dead to the cluster; its slots leave the
         pool. If it was only cut off, it registers again when it can."""
-        logger.warning(
-            "TaskManager %s is unreachable (heartbeat timeout); removing its slots", resource_id
-        )
+        logger.warning("TaskManager %s is unreachable; removing its slots", resource_id)
+        self._heartbeats.unmonitor_target(resource_id)
         self._task_executors.pop(ResourceId(resource_id), None)
         self._slots.unregister(ResourceId(resource_id))
 
@@ -201,7 +200,9 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
             slot.slot_index,
             error,
         )
-        if isinstance(error, SlotAllocationError):
+        if isinstance(error, RecipientUnreachableError):
+            self.notify_heartbeat_timeout(slot.resource_id)  # gone: do not offer it again
+        elif isinstance(error, SlotAllocationError):
             # The TaskManager still holds the slot (a job it has not let go of yet): it stays
             # taken here until the TaskManager reports it free (notify_slot_available).
             slot.allocation_id = AllocationId("held-by-task-manager")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable
 
@@ -24,6 +25,9 @@ from millrace.runtime.taskexecutor.task_environment import (
 __all__ = ["Task", "load_invokable", "root_cause"]
 
 logger = logging.getLogger(__name__)
+
+_CANCEL_INTERVAL = 0.1  # seconds between cancellations of a cancelled task's Spark jobs
+_CANCEL_TIMEOUT = 180.0  # seconds after which a task that ignores cancellation is reported
 
 ReportFn = Callable[[ExecutionState, IOMetrics, "str | None"], None]
 
@@ -80,6 +84,7 @@ class Task:
         self._on_spark_cancel = on_spark_cancel
         self._invokable: AbstractInvokable | None = None
         self._thread = threading.Thread(target=self._run, name=tdd.task_name, daemon=True)
+        self._canceler: threading.Thread | None = None
         self.state = ExecutionState.DEPLOYING
 
     @property
@@ -90,11 +95,34 @@ class Task:
         self._thread.start()
 
     def cancel(self) -> None:
-        """Ask the task to stop; it reports CANCELED once it has."""
+        """Ask the task to stop; it reports CANCELED once it has.
+
+        A canceler thread (Flink's TaskCanceler) cancels the task's Spark jobs, and again every
+        ``_CANCEL_INTERVAL`` s until the task thread ends, so a job started while the first
+        cancel was under way is cancelled too; Spark calls never run on the caller's thread.
+        """
         self.environment.cancel()
         if self._invokable is not None:
             self._invokable.cancel()
-        self._on_spark_cancel()
+        if self._canceler is None and self._thread.is_alive():
+            self._canceler = threading.Thread(
+                target=self._cancel_until_ended, name=f"{self.tdd.task_name}-canceler", daemon=True
+            )
+            self._canceler.start()
+
+    def _cancel_until_ended(self) -> None:
+        deadline = time.monotonic() + _CANCEL_TIMEOUT
+        while self._thread.is_alive():
+            try:
+                self._on_spark_cancel()
+            except Exception:
+                logger.debug("cancelling the Spark jobs of %s failed", self.tdd.task_name,
+                             exc_info=True)  # fmt: skip
+            self._thread.join(_CANCEL_INTERVAL)
+            if time.monotonic() > deadline:
+                logger.error("task %s did not stop within %.0f s of its cancellation",
+                             self.tdd.task_name, _CANCEL_TIMEOUT)  # fmt: skip
+                return
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread; True if it ended."""
