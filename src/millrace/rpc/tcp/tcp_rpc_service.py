@@ -300,7 +300,9 @@ class TcpRpcService(LocalRpcService):
         elif message[0] == CALL and len(message) == 7:
             self._call(connection, *message[1:])
         else:
-            connection.close(f"unexpected message kind {message[0]}")
+            reason = f"malformed frame: message kind {message[0]} with {len(message)} fields"
+            logger.warning("closing connection with %s: %s", connection.peer, reason)
+            connection.close(reason)
 
     def _lookup(
         self, connection: Connection, lookup_id: int, endpoint_id: Any, methods: Any
