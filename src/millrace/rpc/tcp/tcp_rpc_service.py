@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from millrace.clock import Clock
 from millrace.config import Configuration, RpcOptions
-from millrace.errors import AuthenticationError, RecipientUnreachableError
+from millrace.errors import RecipientUnreachableError
 from millrace.rpc._futures import complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
 from millrace.rpc.local_rpc_service import LocalRpcService, _PendingLookup
@@ -32,6 +33,7 @@ from millrace.rpc.rpc_invocation import RpcInvocation
 from millrace.rpc.tcp.connection import (
     CALL,
     FOUND,
+    HANDSHAKE_LIMIT_BYTES,
     LOOKUP,
     REPLY,
     Connection,
@@ -39,6 +41,7 @@ from millrace.rpc.tcp.connection import (
     handshake_connect,
 )
 from millrace.rpc.tcp.remote_errors import error_to_wire
+from millrace.rpc.tcp.socket_link import SocketLink
 from millrace.rpc.tcp.transport_security import MIN_SECRET_BYTES, TransportSecurity
 
 if TYPE_CHECKING:
@@ -91,28 +94,17 @@ class TcpRpcService(LocalRpcService):
         self._client_ssl = security.client_ssl
         self._codec = codec
         self._framesize = framesize_bytes or conf.get(RpcOptions.FRAMESIZE)
+        self._server_ssl = security.server_ssl
+        self._listener = _listen(host, port)  # OSError here: nothing is running yet
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=f"{name}-io", daemon=True)
-        self._thread.start()
         self._connections: dict[str, Future[Connection]] = {}  # "host:port" -> connection
         self._accepted: set[Connection] = set()
         self._tcp_close_future: Future[None] | None = None
         self._connecting: set[Future[Any]] = set()  # connects not yet resolved
-        listening = asyncio.start_server(
-            self._accept,
-            host,
-            port,
-            ssl=security.server_ssl,
-            ssl_handshake_timeout=self.lookup_timeout if security.server_ssl else None,
-        )
-        try:
-            self._server = asyncio.run_coroutine_threadsafe(listening, self._loop).result()
-        except BaseException:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._timer.close()
-            raise
-        bound_port = self._server.sockets[0].getsockname()[1]
+        self._accepting = self._loop.create_task(self._accept_loop())
+        self._thread.start()
+        bound_port = self._listener.getsockname()[1]
         self._authority = f"{host}:{bound_port}"
         self._prefix = f"{SCHEME}://{self._authority}/"
 
@@ -182,7 +174,7 @@ class TcpRpcService(LocalRpcService):
                 lambda _: fail(found, RecipientUnreachableError(address, "lookup abandoned"))
             )
             try:
-                connection.request_threadsafe([LOOKUP, 0, endpoint_id, methods], found)
+                connection.request([LOOKUP, 0, endpoint_id, methods], found)
             except Exception as error:
                 fail(result, error)
                 return
@@ -228,7 +220,7 @@ class TcpRpcService(LocalRpcService):
                 invocation.kwargs,
                 invocation.fencing_token,
             ]
-            connection.request_threadsafe(message, invocation.reply)
+            connection.request(message, invocation.reply)
 
         complete(
             result,
@@ -260,38 +252,70 @@ class TcpRpcService(LocalRpcService):
     async def _open(self, authority: str) -> Connection:
         host, _, port = authority.rpartition(":")
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, int(port), ssl=self._client_ssl),
-                self.lookup_timeout,
-            )
+            connecting = _connect(self._loop, host, int(port))
+            sock = await asyncio.wait_for(connecting, self.lookup_timeout)
         except (OSError, TimeoutError, ValueError) as error:
             raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
+        link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
         try:
-            await handshake_connect(reader, writer, self._codec, self._secret, self.lookup_timeout)
-        except Exception as error:
-            writer.close()
+            if self._client_ssl is not None:
+                tls = link.start_tls(self._client_ssl, server_side=False)
+                await asyncio.wait_for(tls, self.lookup_timeout)
+            await handshake_connect(link, self._codec, self._secret, self.lookup_timeout)
+        except BaseException as error:
+            link.close()
+            if not isinstance(error, Exception):
+                raise
             raise RecipientUnreachableError(authority, f"handshake failed: {error}") from error
-        return Connection(
-            reader, writer, self._codec, self._framesize, self._on_message, lambda c: None
+        connection = Connection(
+            link, self._codec, self._framesize, self._on_message, lambda c: None
         )
+        connection.start()
+        return connection
 
     # Server side ---------------------------------------------------------------------------------
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
+    async def _accept_loop(self) -> None:
+        """Loop thread: accept connections until the service closes."""
+        listener = self._listener
+        listener.setblocking(False)
         try:
-            await handshake_accept(reader, writer, self._codec, self._secret, self.lookup_timeout)
-        except asyncio.CancelledError:  # the service is closing
-            writer.close()
+            while True:
+                try:
+                    sock, _ = await self._loop.sock_accept(listener)
+                except OSError as error:  # e.g. out of file descriptors: keep listening
+                    logger.warning("accepting a connection failed: %r", error)
+                    await asyncio.sleep(0.1)
+                    continue
+                self._loop.create_task(self._accept(sock))
+        finally:
+            listener.close()
+
+    async def _accept(self, sock: socket.socket) -> None:
+        try:
+            link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
+        except OSError:  # the peer is gone already
+            sock.close()
             return
-        except (AuthenticationError, TimeoutError, Exception) as error:
-            logger.warning("rejected connection from %s: %s", peer, error or type(error).__name__)
-            writer.close()
+        try:
+            if self._server_ssl is not None:
+                tls = link.start_tls(self._server_ssl, server_side=True)
+                await asyncio.wait_for(tls, self.lookup_timeout)
+            await handshake_accept(link, self._codec, self._secret, self.lookup_timeout)
+        except asyncio.CancelledError:  # the service is closing
+            link.close()
+            return
+        except Exception as error:
+            logger.warning(
+                "rejected connection from %s: %s", link.peer, error or type(error).__name__
+            )
+            link.close()
             return
         connection = Connection(
-            reader, writer, self._codec, self._framesize, self._on_message, self._accepted.discard
+            link, self._codec, self._framesize, self._on_message, self._accepted.discard
         )
         self._accepted.add(connection)
+        connection.start()
 
     def _on_message(self, connection: Connection, message: list[Any]) -> None:
         """Loop thread: a CALL or LOOKUP from a peer."""
@@ -308,7 +332,7 @@ class TcpRpcService(LocalRpcService):
         self, connection: Connection, lookup_id: int, endpoint_id: Any, methods: Any
     ) -> None:
         def answer(number: int | None, error: str | None) -> None:
-            connection.send_threadsafe([FOUND, lookup_id, number, error])
+            connection.send([FOUND, lookup_id, number, error])
 
         if not isinstance(endpoint_id, str) or not isinstance(methods, list):
             answer(None, "malformed lookup")
@@ -355,7 +379,7 @@ class TcpRpcService(LocalRpcService):
             or (not isinstance(kwargs, dict))
         ):
             if reply is not None:
-                connection.send_threadsafe(
+                connection.send(
                     [
                         REPLY,
                         call_id,
@@ -380,9 +404,9 @@ class TcpRpcService(LocalRpcService):
         else:
             message = [REPLY, call_id, True, done.result()]
         try:
-            connection.send_threadsafe(message)
+            connection.send(message)
         except Exception as error:  # the result cannot be encoded or is too large
-            connection.send_threadsafe([REPLY, call_id, False, error_to_wire(error)])
+            connection.send([REPLY, call_id, False, error_to_wire(error)])
 
     def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
         """The hosted endpoint ``endpoint_id``, waiting up to the lookup timeout for it."""
@@ -402,7 +426,7 @@ class TcpRpcService(LocalRpcService):
 
     async def _stop_network(self) -> None:
         """Loop thread: close the listener and every connection, end every task."""
-        self._server.close()
+        self._accepting.cancel()
         for connection in list(self._accepted):
             connection.close("service closed")
         with self._lock:
@@ -463,3 +487,39 @@ def _parse(address: str) -> tuple[str | None, str]:
     if not authority or ":" not in authority or not endpoint_id or "/" in endpoint_id:
         return None, ""
     return authority, endpoint_id
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on the first address ``host`` resolves to."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def _connect(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
+    """A socket connected to the first address of ``host`` that accepts."""
+    error: OSError | None = None
+    for family, kind, proto, _, address in await loop.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM
+    ):
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+        except BaseException as failed:
+            sock.close()
+            if not isinstance(failed, OSError):
+                raise
+            error = failed
+            continue
+        return sock
+    raise error or OSError(f"{host} resolves to no address")
