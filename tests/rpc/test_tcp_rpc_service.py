@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 import pytest
@@ -190,3 +190,56 @@ def test_unreachable_port_fails_the_connect(pair) -> None:
 def test_short_secret_is_rejected() -> None:
     with pytest.raises(ValueError, match="16 bytes"):
         service("weak", secret=b"short")
+
+
+def test_messages_larger_than_the_socket_buffers_arrive_whole() -> None:
+    server, client = service("server", framesize=16 << 20), service("client", framesize=16 << 20)
+    try:
+        endpoint = StoreEndpoint(server)
+        endpoint.start()
+        gateway = client.connect(endpoint.address, StoreGateway).result(WAIT)
+        big = bytes(range(256)) * 20_000  # 5 MB: the kernel takes it in many pieces
+        assert gateway.put(big).result(WAIT) == len(big)
+        assert endpoint.call_async(lambda: endpoint.values[-1] == big).result(WAIT)
+    finally:
+        for s in (client, server):
+            s.close_async().result(timeout=WAIT)
+
+
+class LogGateway(RpcGateway, Protocol):
+    def append(self, value: str) -> None: ...
+
+    def count(self) -> Future[int]: ...
+
+
+class LogEndpoint(RpcEndpoint, LogGateway):
+    def __init__(self, service) -> None:
+        super().__init__(service, "log")
+        self.log: list[str] = []
+
+    def append(self, value: str) -> None:
+        self.log.append(value)
+
+    def count(self) -> int:
+        return len(self.log)
+
+
+def test_tells_from_many_threads_all_arrive_each_thread_in_order(pair) -> None:
+    server, client, _ = pair
+    endpoint = LogEndpoint(server)
+    endpoint.start()
+    gateway = client.connect(endpoint.address, LogGateway).result(WAIT)
+    threads, per_thread = 6, 2_000
+
+    def tell_all(thread: int) -> None:
+        for i in range(per_thread):
+            gateway.append(f"{thread}:{i}")
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(tell_all, range(threads)))
+    assert gateway.count().result(WAIT) == threads * per_thread  # behind every tell
+    log = endpoint.call_async(lambda: list(endpoint.log)).result(WAIT)
+    for thread in range(threads):
+        assert [e for e in log if e.startswith(f"{thread}:")] == [
+            f"{thread}:{i}" for i in range(per_thread)
+        ]

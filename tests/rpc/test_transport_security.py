@@ -6,7 +6,7 @@ import os
 import socket
 import stat
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -139,3 +139,19 @@ def test_plain_tcp_peer_gets_nothing_from_a_tls_service(tmp_path, services) -> N
         sock.settimeout(WAIT)
         data = sock.recv(4096)
     assert b"millrace" not in data  # no handshake challenge in the clear
+
+
+def test_tls_carries_messages_larger_than_the_socket_buffers_from_many_threads(
+    tmp_path, services
+) -> None:
+    ca = trustme.CA()
+    server = tls_service("server", tls_files(tmp_path, ca, "server"))
+    client = tls_service("client", tls_files(tmp_path, ca, "client"))
+    services += [client, server]
+    endpoint = EchoEndpoint(server)
+    endpoint.start()
+    gateway = client.connect(endpoint.address, EchoGateway).result(WAIT)
+    values = [f"{i}:" + "x" * (i * 700_000) for i in range(6)]  # up to 3.5 MB each
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        replies = list(pool.map(lambda v: gateway.echo(v).result(WAIT), values))
+    assert replies == values

@@ -256,7 +256,11 @@ class TcpRpcService(LocalRpcService):
             sock = await asyncio.wait_for(connecting, self.lookup_timeout)
         except (OSError, TimeoutError, ValueError) as error:
             raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
-        link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
+        try:
+            link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
+        except OSError as error:  # reset at once
+            sock.close()
+            raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
         try:
             if self._client_ssl is not None:
                 tls = link.start_tls(self._client_ssl, server_side=False)
