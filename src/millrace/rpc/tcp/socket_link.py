@@ -35,7 +35,8 @@ __all__ = ["SocketLink"]
 
 logger = logging.getLogger(__name__)
 
-_RECV_BYTES = 256 * 1024
+_RECV_BYTES = 256 * 1024  # read buffer; reused: recv(256 KiB) would map fresh memory per call
+_HANDSHAKE_RECV_BYTES = 64 * 1024
 _BUSY_WINDOW = 20e-6  # seconds: a frame this soon after the last send waits for the batch
 
 
@@ -63,6 +64,8 @@ class SocketLink:
         self._sock = sock
         self._fd = sock.fileno()
         self._decoder = FrameDecoder(limit_bytes)
+        self._buffer = bytearray(_RECV_BYTES)
+        self._view = memoryview(self._buffer)
         self._tls: ssl.SSLObject | None = None
         self._tls_in = ssl.MemoryBIO()
         self._tls_out = ssl.MemoryBIO()
@@ -98,11 +101,14 @@ class SocketLink:
                 await self._loop.sock_sendall(self._sock, out)
             if done:
                 break
-            data = await self._loop.sock_recv(self._sock, _RECV_BYTES)
+            data = await self._loop.sock_recv(self._sock, _HANDSHAKE_RECV_BYTES)
             if not data:
                 raise ConnectionClosedError("connection closed during the TLS handshake")
             self._tls_in.write(data)
         self._tls = tls
+        if self._tls_in.pending:  # the peer's first frames came with its last handshake bytes
+            with self._lock:
+                self._received.extend(self._decoder.feed(self._decrypt(b"")))
 
     async def read_frame(self) -> bytes:
         """The next frame's payload, read by awaiting (handshake phase, before :meth:`start`).
@@ -112,7 +118,7 @@ class SocketLink:
             FrameSizeError: If the frame announces more than ``limit_bytes``.
         """
         while not self._received:
-            data = await self._loop.sock_recv(self._sock, _RECV_BYTES)
+            data = await self._loop.sock_recv(self._sock, _HANDSHAKE_RECV_BYTES)
             if not data:
                 self._decoder.check_end()
             if self._tls is not None:
@@ -242,11 +248,14 @@ class SocketLink:
         self._tls_in.write(data)
         chunks = []
         with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLZeroReturnError):
-            while chunk := tls.read(_RECV_BYTES):
+            while chunk := tls.read(_HANDSHAKE_RECV_BYTES):
                 chunks.append(chunk)
         out = self._tls_out.read()  # e.g. a key update: goes out in sealing order
         if out:
-            self._send(out)
+            if self._backlog is None:
+                self._send(out)
+            else:  # behind what is waiting for the socket
+                self._backlog = memoryview(self._backlog.tobytes() + out)
         return b"".join(chunks)
 
     # Loop thread ---------------------------------------------------------------------------------
@@ -270,7 +279,7 @@ class SocketLink:
 
     def _readable(self) -> None:
         try:
-            data = self._sock.recv(_RECV_BYTES)
+            data = self._view[: self._sock.recv_into(self._buffer)].tobytes()
         except (BlockingIOError, InterruptedError):
             return
         except OSError as error:
