@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from millrace.errors import ConfigError
 
 __all__ = [
+    "CheckpointingOptions",
     "ClusterOptions",
     "ConfigOption",
     "Configuration",
@@ -393,6 +394,99 @@ class ExecutionOptions:
         "Longest a consumer's pull for new partition events waits.",
         minimum=0.01,
     )
+    BUNDLE_MAX_DELAY = _option(
+        "execution.bundle.max-delay",
+        "duration",
+        0.2,
+        "An unbounded source closes a bundle after this long even if it holds fewer than "
+        "execution.bundle.max-records records (latency bound of a quiet stream).",
+        minimum=0.001,
+    )
+    SOURCE_DISCOVERY_INTERVAL = _option(
+        "source.discovery-interval",
+        "duration",
+        1.0,
+        "How often the JobMaster asks an unbounded source for new splits (new files, ...).",
+        minimum=0.01,
+    )
+    CLOCK_REPORT_INTERVAL = _option(
+        "execution.clock.report-interval",
+        "duration",
+        0.2,
+        "Shortest time between two min-clock reports of a task to the JobMaster's clock "
+        "service (seed 001).",
+        minimum=0.001,
+    )
+
+
+def _derived_checkpoints_dir(conf: Configuration) -> str:
+    return str(Path(conf.get(ClusterOptions.TMP_DIR)).resolve() / "checkpoints")
+
+
+def _derived_savepoints_dir(conf: Configuration) -> str:
+    return str(Path(conf.get(ClusterOptions.TMP_DIR)).resolve() / "savepoints")
+
+
+class CheckpointingOptions:
+    """Checkpoint keys (Flink's names; barriers after Carbone et al. 2015, seed 002)."""
+
+    INTERVAL = _option(
+        "execution.checkpointing.interval",
+        "duration",
+        0.0,
+        "Time between the starts of two periodic checkpoints; 0 disables checkpointing.",
+        minimum=0.0,
+    )
+    MODE = _option(
+        "execution.checkpointing.mode",
+        "str",
+        "EXACTLY_ONCE",
+        "EXACTLY_ONCE aligns barriers (no record of a channel after its barrier is processed "
+        "before the snapshot); AT_LEAST_ONCE does not wait (lower latency, replays may "
+        "count records twice).",
+        choices=("EXACTLY_ONCE", "AT_LEAST_ONCE"),
+    )
+    TIMEOUT = _option(
+        "execution.checkpointing.timeout",
+        "duration",
+        600.0,
+        "A checkpoint not complete after this long is aborted.",
+        minimum=0.001,
+    )
+    MAX_CONCURRENT = _option(
+        "execution.checkpointing.max-concurrent-checkpoints",
+        "int",
+        1,
+        "Checkpoints in flight at once.",
+        minimum=1,
+    )
+    MIN_PAUSE = _option(
+        "execution.checkpointing.min-pause",
+        "duration",
+        0.0,
+        "Shortest time between the end of a checkpoint and the start of the next.",
+        minimum=0.0,
+    )
+    NUM_RETAINED = _option(
+        "state.checkpoints.num-retained",
+        "int",
+        1,
+        "Completed checkpoints kept; older ones are deleted (savepoints are never deleted).",
+        minimum=1,
+    )
+    CHECKPOINTS_DIR = _option(
+        "state.checkpoints.dir",
+        "str",
+        _derived_checkpoints_dir,
+        "Where checkpoints are written: a directory or any fsspec URL every process can reach "
+        "(default <io.tmp.dirs>/checkpoints).",
+    )
+    SAVEPOINTS_DIR = _option(
+        "state.savepoints.dir",
+        "str",
+        _derived_savepoints_dir,
+        "Default directory of savepoints (default <io.tmp.dirs>/savepoints).",
+    )
 
 
 class SparkOptions:
@@ -531,6 +625,7 @@ def all_options() -> list[ConfigOption[Any]]:
         FailoverOptions,
         ClusterOptions,
         ExecutionOptions,
+        CheckpointingOptions,
         SparkOptions,
         PipelineOptions,
     )

@@ -117,9 +117,36 @@ def test_parallelism_change_without_key_by_is_an_error(env) -> None:
 def test_branching_is_rejected(env) -> None:
     stream = source(env)
     stream.sink_to(ParquetSink("a"))
-    stream.sink_to(ParquetSink("b"))
+    stream.transform(lambda df: df).sink_to(ParquetSink("b"))
     with pytest.raises(PipelineError, match="more than one downstream"):
         env.get_job_graph("job")
+
+
+def test_several_sinks_of_one_stream_chain_into_one_vertex(env) -> None:
+    stream = source(env).transform(lambda df: df)
+    stream.sink_to(ParquetSink("a"))
+    stream.sink_to(ParquetSink("b"))
+    (vertex,) = env.get_job_graph("job").vertices
+    assert [op.kind for op in vertex.operators][-2:] == [OperatorKind.SINK, OperatorKind.SINK]
+
+
+def test_vertex_ids_are_stable_across_builds_and_ignore_sink_targets(spark) -> None:
+    from pyspark.sql import functions as F
+
+    def build(out: str, parallelism: int) -> list[str]:
+        env = StreamExecutionEnvironment(Configuration(), spark)
+        (
+            source(env)
+            .key_by("k")
+            .window(tumbling("1 day"))
+            .agg(F.count("*").alias("n"))
+            .set_parallelism(parallelism)
+            .sink_to(ParquetSink(out))
+        )
+        return [v.vertex_id for v in env.get_job_graph("job").vertices]
+
+    first, second = build("out-1", 2), build("out-2", 3)
+    assert first == second and len(set(first)) == 2
 
 
 def test_api_rejects_bad_arguments(env) -> None:

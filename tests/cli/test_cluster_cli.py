@@ -35,10 +35,17 @@ def alive(pid: int) -> bool:
 def test_cluster_start_run_list_cancel_stop(flights_dir, tmp_path) -> None:
     rest_port = free_port()
     settings = [
-        "-D", f"io.tmp.dirs={tmp_path / 'tmp'}", "-D", f"jobmanager.rpc.port={free_port()}",
-        "-D", f"rest.port={rest_port}", "-D", "spark.driver.memory=1g",
-        "-D", "slot.request.timeout=5 min",
-    ]  # fmt: skip
+        "-D",
+        f"io.tmp.dirs={tmp_path / 'tmp'}",
+        "-D",
+        f"jobmanager.rpc.port={free_port()}",
+        "-D",
+        f"rest.port={rest_port}",
+        "-D",
+        "spark.driver.memory=1g",
+        "-D",
+        "slot.request.timeout=5 min",
+    ]
     pids: list[int] = []
     try:
         started = run_cli(["cluster", "start", "--taskmanagers", "2", *settings], tmp_path, 120)
@@ -54,23 +61,38 @@ def test_cluster_start_run_list_cancel_stop(flights_dir, tmp_path) -> None:
             time.sleep(0.2)
 
         out = tmp_path / "out"
-        ran = run_cli(["run", EXAMPLE, str(flights_dir), str(out), "--jobmanager", address,
-                       *settings], tmp_path)  # fmt: skip
+        ran = run_cli(
+            ["run", EXAMPLE, str(flights_dir), str(out), "--jobmanager", address, *settings],
+            tmp_path,
+        )
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert "rows written: 5,430" in ran.stdout
         assert sum(pq.read_metadata(f).num_rows for f in out.glob("part-*.parquet")) == 5_430
 
         # more subtasks than the cluster's 4 slots: the job waits until cancelled
-        detached = run_cli(["run", EXAMPLE, str(flights_dir), str(tmp_path / "out2"),
-                            "--jobmanager", address, "--detached", *settings,
-                            "-D", "parallelism.default=8"], tmp_path)  # fmt: skip
+        detached = run_cli(
+            [
+                "run",
+                EXAMPLE,
+                str(flights_dir),
+                str(tmp_path / "out2"),
+                "--jobmanager",
+                address,
+                "--detached",
+                *settings,
+                "-D",
+                "parallelism.default=8",
+            ],
+            tmp_path,
+        )
         assert detached.returncode == 0, detached.stdout + detached.stderr
         job_id = re.search(r"Job ([0-9a-f]{32}) \(flight-delays\) submitted", detached.stdout)[1]
         listed = run_cli(["list", "--jobmanager", address, *settings], tmp_path, 60)
         assert job_id in listed.stdout and "RUNNING" in listed.stdout
         assert "FINISHED" in listed.stdout  # the first job
-        cancelled = run_cli(["cancel", job_id[:8], "--jobmanager", address, *settings],
-                            tmp_path, 60)  # fmt: skip
+        cancelled = run_cli(
+            ["cancel", job_id[:8], "--jobmanager", address, *settings], tmp_path, 60
+        )
         assert cancelled.returncode == 0 and f"cancelled job {job_id}" in cancelled.stdout
         jobs = httpx.get(f"http://127.0.0.1:{rest_port}/jobs").json()["jobs"]
         deadline = time.monotonic() + 30
@@ -94,8 +116,14 @@ def test_cluster_start_run_list_cancel_stop(flights_dir, tmp_path) -> None:
 
 
 def test_second_cluster_start_refuses_while_one_runs(tmp_path) -> None:
-    settings = ["-D", f"io.tmp.dirs={tmp_path / 'tmp'}", "-D", f"jobmanager.rpc.port={free_port()}",
-                "-D", f"rest.port={free_port()}"]  # fmt: skip
+    settings = [
+        "-D",
+        f"io.tmp.dirs={tmp_path / 'tmp'}",
+        "-D",
+        f"jobmanager.rpc.port={free_port()}",
+        "-D",
+        f"rest.port={free_port()}",
+    ]
     first = run_cli(["cluster", "start", "--taskmanagers", "0", *settings], tmp_path, 60)
     try:
         assert first.returncode == 0, first.stdout + first.stderr

@@ -85,9 +85,13 @@ class StandaloneCluster:
         log = self.work / f"{kind}-{len(self.processes)}.log"
         with open(log, "wb") as sink:
             process = subprocess.Popen(
-                args, cwd=self.work, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink,
+                args,
+                cwd=self.work,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=sink,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         started = ClusterProcess(kind, process, log)
         self.processes.append(started)
         return started
@@ -101,9 +105,16 @@ class StandaloneCluster:
     def start_taskmanager(self, slots: int = 2) -> ClusterProcess:
         return self._start(
             "taskmanager",
-            ["taskmanager", "start", "--foreground", "--jobmanager", self.jobmanager,
-             "--slots", str(slots)],
-        )  # fmt: skip
+            [
+                "taskmanager",
+                "start",
+                "--foreground",
+                "--jobmanager",
+                self.jobmanager,
+                "--slots",
+                str(slots),
+            ],
+        )
 
     def _rest_up(self, jobmanager: ClusterProcess) -> bool:
         if jobmanager.process.poll() is not None:
@@ -143,8 +154,9 @@ class StandaloneCluster:
         started = time.monotonic()
         while not predicate():
             if time.monotonic() - started > timeout:
-                logs = "\n".join(f"--- {p.kind} {p.pid}\n{p.output()[-2000:]}"
-                                 for p in self.processes)  # fmt: skip
+                logs = "\n".join(
+                    f"--- {p.kind} {p.pid}\n{p.output()[-2000:]}" for p in self.processes
+                )
                 raise AssertionError(f"{what} not reached within {timeout:.0f} s\n{logs}")
             time.sleep(0.05)
         return time.monotonic() - started

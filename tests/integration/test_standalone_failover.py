@@ -83,13 +83,16 @@ def test_sigkill_of_a_task_manager_mid_job_restarts_and_output_is_exact(
             lambda: cluster.rest(f"/jobs/{graph.job_id}")["restarts"] >= 1, what="a restart"
         )
         result = waiting.result(timeout=NO_TIMEOUT)
-        print(f"SIGKILL {victim}: restart decided {restarted:.2f} s later, job done "
-              f"{time.monotonic() - killed_at:.1f} s later")  # fmt: skip
+        print(
+            f"SIGKILL {victim}: restart decided {restarted:.2f} s later, job done "
+            f"{time.monotonic() - killed_at:.1f} s later"
+        )
 
     assert isinstance(result, JobResultSuccess), result
     assert result.details.restarts >= 1
-    assert_same_result(read_output(tmp_path / "out"),
-                       expected_flight_delays(read_flights(flights_dir)))  # fmt: skip
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
 
 
 def tiny_job(spark, cluster: StandaloneCluster, work, parallelism: int):
@@ -134,8 +137,9 @@ def test_sigstop_declares_a_task_manager_dead_moves_its_tasks_and_sigcont_brings
             what="the thawed TaskManager registered again",
         )
         # every slot of the cluster free again: the thawed one let go of its old job
-        cluster.wait_until(lambda: cluster.rest("/overview")["slots-available"] == 6,
-                           what="all 6 slots free")  # fmt: skip
+        cluster.wait_until(
+            lambda: cluster.rest("/overview")["slots-available"] == 6, what="all 6 slots free"
+        )
         lines = tiny_job(spark, cluster, tmp_path, parallelism=6)  # needs the thawed one
         second = client.job_client.submit_job_wait(lines).result(timeout=NO_TIMEOUT)
     print(
@@ -145,8 +149,9 @@ def test_sigstop_declares_a_task_manager_dead_moves_its_tasks_and_sigcont_brings
 
     assert dead_after <= PAUSE + 2 * INTERVAL + 1.0
     assert isinstance(result, JobResultSuccess) and result.details.restarts >= 1
-    assert_same_result(read_output(tmp_path / "out"),
-                       expected_flight_delays(read_flights(flights_dir)))  # fmt: skip
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
     assert isinstance(second, JobResultSuccess), second
     assert second.accumulators[second.details.vertices[0].name].records_out == 60
 
@@ -173,8 +178,10 @@ def test_task_managers_outlive_a_killed_job_manager_and_join_its_successor(
 
     cluster.start_jobmanager()  # a new JobManager on the same address, same secret
     cluster.wait_for_taskmanagers(2)
-    cluster.wait_until(lambda: cluster.rest("/overview")["slots-available"] == 4,
-                       what="the TaskManagers clean: all slots free")  # fmt: skip
+    cluster.wait_until(
+        lambda: cluster.rest("/overview")["slots-available"] == 4,
+        what="the TaskManagers clean: all slots free",
+    )
     time.sleep(2 * INTERVAL)
     assert (sorted(pending.glob("*")) if pending.exists() else []) == written, (
         "a task of the dead JobManager's job kept writing"

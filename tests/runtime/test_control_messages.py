@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
+from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.control_messages import CONTROL_MESSAGES, control_message_codec
 from millrace.runtime.deployment import (
     Acknowledge,
@@ -14,10 +17,11 @@ from millrace.runtime.deployment import (
     TaskOperationResult,
 )
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics, JobStatus
-from millrace.runtime.io.input_split import InputSplit, NextInputSplit
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
     MIN_WATERMARK,
+    CheckpointBarrier,
     DataBundle,
     EndOfPartition,
     PartitionEvents,
@@ -37,6 +41,7 @@ from millrace.runtime.jobgraph import (
     OperatorKind,
     SerializedOperator,
 )
+from millrace.runtime.jobmaster.clock_service import TaskClock, WatermarksInfo
 from millrace.runtime.registration import (
     AcknowledgeRegistration,
     AlreadyRegistered,
@@ -79,6 +84,7 @@ TDD = TaskDeploymentDescriptor(
     128,
     {"parallelism.default": "2", "execution.bundle.max-records": 1000},
 )
+RECORD = CheckpointRecord(4, "COMPLETED", False, 1_700_000_000_000, 120, 4096, "/chk/job/chk-4")
 SAMPLES = [
     Acknowledge(),
     RegisterTaskManager("tm-1", "tcp://127.0.0.1:6123/taskmanager-1", 2),
@@ -110,6 +116,20 @@ SAMPLES = [
     VERTEX,
     JobGraph("flight-delays", [VERTEX], [EDGE], 128, "job"),
     TDD,
+    CheckpointBarrier(7, 1_700_000_000_000),
+    SplitState(InputSplit(0, "flights/3"), 1_234, False),
+    KeyedStateHandle("/chk/job/chk-7/v/000-abcdefgh.parquet", 0, 63, 5_449, 81_920),
+    TaskStateSnapshot(
+        (KeyedStateHandle("/chk/x.parquet", 64, 127, 10),),
+        (SplitState(InputSplit(1, "flights/1"), 99),),
+        ("/data/flights-2013-01.parquet",),
+        {3: ("/out/.pending/job/part-1.a.parquet",)},
+        1_359_676_799_999,
+    ),
+    RECORD,
+    CheckpointStatistics(2000, "EXACTLY_ONCE", 4, 1, 1, "", ["/chk/job/chk-4"], [RECORD]),
+    TaskClock("flights", 1, 1_359_676_799_999),
+    WatermarksInfo(1_359_676_799_999, [TaskClock("window", 0, MIN_WATERMARK)]),
 ]
 
 

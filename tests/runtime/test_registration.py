@@ -224,10 +224,23 @@ def test_task_manager_that_loses_its_job_master_fails_its_tasks_and_frees_the_sl
     rm.request_slot(jm.address, "jm-token", JobId("job"), AllocationId("alloc-1")).result(WAIT)
     wait_until(lambda: jm.call_async(lambda: len(jm.offers)).result(WAIT) == 1)
     tdd = TaskDeploymentDescriptor(
-        JobId("job"), "job", Address(jm.address), JobVertexId("v"), "runs (1/1)", 0, 1,
-        ExecutionAttemptId("attempt-1"), AllocationId("alloc-1"),
-        f"{__name__}:RunsUntilCancelled", (), True, None, 0, (), 128,
-    )  # fmt: skip
+        JobId("job"),
+        "job",
+        Address(jm.address),
+        JobVertexId("v"),
+        "runs (1/1)",
+        0,
+        1,
+        ExecutionAttemptId("attempt-1"),
+        AllocationId("alloc-1"),
+        f"{__name__}:RunsUntilCancelled",
+        (),
+        True,
+        None,
+        0,
+        (),
+        128,
+    )
     gateway = fast_service.connect(te.address, TaskExecutorGateway).result(WAIT)
     assert gateway.submit_task(tdd).result(WAIT).success
 

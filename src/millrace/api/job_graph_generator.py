@@ -11,6 +11,8 @@ cluster (``SerializedOperator``), so the embedded cluster runs what a standalone
 
 from __future__ import annotations
 
+import hashlib
+
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
     SinkOperator,
@@ -36,6 +38,7 @@ from millrace.runtime.jobgraph import (
     OperatorKind,
     SerializedOperator,
 )
+from millrace.types import JobVertexId
 
 __all__ = ["SOURCE_TASK", "WINDOW_TASK", "generate_job_graph"]
 
@@ -58,10 +61,30 @@ def generate_job_graph(
     vertices: list[JobVertex] = []
     edges: list[JobEdge] = []
     seen: set[int] = set()
+    fan_out: dict[int, list[SinkTransformation]] = {}  # several sinks of one stream
     for sink in sinks:
-        chain = _linearize(sink, seen)
-        _build_vertices(chain, default_parallelism, max_parallelism, vertices, edges)
-    return JobGraph(name, vertices, edges, max_parallelism=max_parallelism)
+        fan_out.setdefault(sink.input.id if sink.input else sink.id, []).append(sink)
+    for group in fan_out.values():
+        chain = _linearize(group[0], seen)
+        _build_vertices([*chain, *group[1:]], default_parallelism, max_parallelism, vertices, edges)
+    return _with_stable_ids(JobGraph(name, vertices, edges, max_parallelism=max_parallelism))
+
+
+def _with_stable_ids(graph: JobGraph) -> JobGraph:
+    """Give every vertex an id derived from its position and its chained operators (not its
+    sinks' targets), so that a savepoint of one run restores into the next run of the same
+    pipeline, at any parallelism."""
+    renamed = {}
+    for index, vertex in enumerate(graph.vertices):
+        parts = [str(index), vertex.invokable]
+        parts += [op.name for op in vertex.operators if op.kind is not OperatorKind.SINK]
+        digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+        renamed[vertex.vertex_id] = JobVertexId(digest)
+        vertex.vertex_id = JobVertexId(digest)
+    graph.edges = [
+        JobEdge(renamed[e.source], renamed[e.target], e.pattern, e.key_columns) for e in graph.edges
+    ]
+    return graph
 
 
 def _linearize(sink: SinkTransformation, seen: set[int]) -> list[Transformation]:
@@ -71,7 +94,8 @@ def _linearize(sink: SinkTransformation, seen: set[int]) -> list[Transformation]
         if node.id in seen:
             raise PipelineError(
                 f"{node.name!r} feeds more than one downstream operator; branching pipelines are "
-                "not supported yet: build one pipeline per sink"
+                "not supported yet (several sinks of one stream are): build one pipeline per "
+                "sink"
             )
         seen.add(node.id)
         chain.append(node)

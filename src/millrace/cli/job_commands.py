@@ -40,8 +40,9 @@ def list_jobs(
         table.add_column(column)
     for job in sorted(jobs, key=lambda j: j.start_time):
         started = dt.datetime.fromtimestamp(job.start_time, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(job.job_id, job.name, job.status.name, started, f"{job.duration:.1f}",
-                      str(job.restarts))  # fmt: skip
+        table.add_row(
+            job.job_id, job.name, job.status.name, started, f"{job.duration:.1f}", str(job.restarts)
+        )
     console.print(table)
 
 

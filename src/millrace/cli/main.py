@@ -77,8 +77,10 @@ def run(
     console = Console()
     conf = load_configuration_or_exit(console, config_file, dynamic)
     if detached and jobmanager is None:
-        console.print("[red]--detached needs --jobmanager HOST:PORT[/] (an embedded cluster "
-                      "ends with the command)")  # fmt: skip
+        console.print(
+            "[red]--detached needs --jobmanager HOST:PORT[/] (an embedded cluster "
+            "ends with the command)"
+        )
         raise typer.Exit(2)
     log_file = configure_logging(conf, "client")
     started = time.monotonic()

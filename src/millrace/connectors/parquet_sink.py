@@ -1,22 +1,25 @@
-"""ParquetSink: writes a stream's rows as Parquet files, visible only when the job succeeds.
+"""ParquetSink: Parquet files, exactly once, with two-phase commit (Flink's FileSink).
 
-Each subtask writes its bundles as pending files under ``<path>/.pending/<job id>/``; when every
-task of the job FINISHED, the JobMaster commits them (``finalize_global``: rename into ``path``
-and write ``_SUCCESS``). A failed or cancelled job leaves no visible partial output (its pending
-files are removed by ``abort_global``). ``mode="overwrite"`` removes the previous output's
-files when the job starts (Flink's InitializeOnMaster / FinalizeOnMaster). File operations go
-through fsspec; bundles reach the files as Arrow tables (``DataFrame.toArrow``), never row by
-row.
+Each write stages one pending file under ``<path>/.pending/<job id>/``; a checkpoint lists the
+pending files written before its barrier, and once it is complete the JobMaster commits them:
+each is renamed to ``<path>/part-<job>-<subtask>-<attempt>-<sequence>.parquet`` and
+``_SUCCESS`` is touched. A rename of a file already committed is skipped, so a commit replayed
+after a failure is a no-op; pending files that no completed checkpoint lists are deleted when
+the job restores, fails or is cancelled. ``mode="overwrite"`` removes the previous output's
+files when the job starts (Flink's InitializeOnMaster). File operations go through fsspec;
+bundles reach the files as Arrow tables, never row by row.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from millrace.connectors.file_source import absolute_local_path
+from millrace.api.connector.sink import SinkWrite
+from millrace.connectors.file_formats import absolute_local_path
+from millrace.errors import CheckpointError
 
 __all__ = ["ParquetSink"]
 
@@ -52,12 +55,15 @@ class ParquetSink:
 
         return fsspec.core.url_to_fs(self.path)
 
+    def _pending_dir(self, root: str, job_id: str) -> str:
+        return posixpath.join(root, ".pending", job_id)
+
     def initialize_global(self, job_id: str) -> None:
-        """JobMaster, before deployment: create the directory and, in overwrite mode, remove
-        the previous output. Blocking I/O."""
+        """JobMaster, before deployment: create the directory, drop this job's pending files
+        and, in overwrite mode, the previous output. Blocking I/O."""
         fs, root = self._fs()
         fs.makedirs(root, exist_ok=True)
-        pending = posixpath.join(root, ".pending", job_id)
+        pending = self._pending_dir(root, job_id)
         if fs.exists(pending):
             fs.rm(pending, recursive=True)
         if self.mode == "overwrite":
@@ -66,55 +72,74 @@ class ParquetSink:
                 if base.startswith("part-") or base == "_SUCCESS":
                     fs.rm(name)
 
-    def abort_global(self, job_id: str) -> None:
-        """JobMaster, when the job failed or was cancelled: drop its pending files."""
-        fs, root = self._fs()
-        self._remove_pending(fs, root, job_id)
+    def write(
+        self, table: Any, job_id: str, subtask: int, sequence: int, attempt_id: str
+    ) -> SinkWrite:
+        """Task thread: stage an Arrow table as one pending file.
 
-    @staticmethod
-    def _remove_pending(fs: Any, root: str, job_id: str) -> None:
-        pending = posixpath.join(root, ".pending")
-        directory = posixpath.join(pending, job_id)
-        if fs.exists(directory):
-            fs.rm(directory, recursive=True)
-        if fs.exists(pending) and not fs.ls(pending, detail=False):
-            fs.rm(pending, recursive=True)
-
-    def write(self, table: Any, job_id: str, subtask: int, sequence: int, attempt_id: str) -> int:
-        """Task thread: write an Arrow table as one pending file; returns its rows.
-
-        Args:
-            table: ``pyarrow.Table``.
-            job_id: The job (pending files are per job).
-            subtask: Writing subtask index.
-            sequence: The subtask's bundle number (unique per subtask and attempt).
-            attempt_id: The writing Execution attempt; only files of the attempts that
-                finished the job are committed, so a zombie of a failed attempt cannot add rows.
+        The file is named by subtask, attempt and sequence, so attempts of a restarted job
+        never collide, and a zombie of a failed attempt writes only files nobody commits.
         """
         import pyarrow.parquet as pq
 
         if table.num_rows == 0:
-            return 0
+            return SinkWrite(0, None)
         fs, root = self._fs()
-        directory = posixpath.join(root, ".pending", job_id)
+        directory = self._pending_dir(root, job_id)
         fs.makedirs(directory, exist_ok=True)
-        name = f"part-{job_id[:8]}-{subtask:05d}-{sequence:06d}.{attempt_id}.parquet"
-        tmp = posixpath.join(directory, f".{name}.tmp")
+        name = f"part-{job_id[:8]}-{subtask:05d}-{attempt_id[:8]}-{sequence:06d}.parquet"
+        tmp = posixpath.join(directory, f".{name}.{attempt_id}.tmp")
         with fs.open(tmp, "wb") as f:
             pq.write_table(table, f)
-        fs.mv(tmp, posixpath.join(directory, name))
-        return table.num_rows
+        staged = posixpath.join(directory, f"{name}.{attempt_id}")
+        fs.mv(tmp, staged)
+        return SinkWrite(table.num_rows, staged)
 
-    def finalize_global(self, job_id: str, attempt_ids: Collection[str]) -> None:
-        """JobMaster, after every task FINISHED: make the files written by ``attempt_ids``
-        visible as ``part-<job>-<subtask>-<sequence>.parquet``; drop any other (idempotent)."""
+    def commit(self, job_id: str, commit_id: int, pending: Sequence[str]) -> None:
+        """JobMaster: move ``pending`` into place (idempotent), then touch ``_SUCCESS``.
+
+        Raises:
+            CheckpointError: If a pending file is neither staged nor committed (lost).
+        """
         fs, root = self._fs()
-        directory = posixpath.join(root, ".pending", job_id)
-        if fs.exists(directory):
-            for name in sorted(fs.ls(directory, detail=False)):
-                base = posixpath.basename(name)
-                stem, _, attempt = base.removesuffix(".parquet").rpartition(".")
-                if stem.startswith("part-") and attempt in attempt_ids:
-                    fs.mv(name, posixpath.join(root, stem + ".parquet"))
-        self._remove_pending(fs, root, job_id)
+        for staged in pending:
+            name = posixpath.basename(staged).rsplit(".", 1)[0]
+            final = posixpath.join(root, name)
+            if fs.exists(staged):
+                fs.mv(staged, final)
+            elif not fs.exists(final):
+                raise CheckpointError(
+                    f"{self.describe()}: staged file {staged} of commit {commit_id} is gone"
+                )
         fs.touch(posixpath.join(root, "_SUCCESS"))
+
+    def pending(self, job_id: str, attempt_ids: Collection[str]) -> list[str]:
+        """The staged files written by ``attempt_ids``."""
+        fs, root = self._fs()
+        directory = self._pending_dir(root, job_id)
+        if not fs.exists(directory):
+            return []
+        found = []
+        for name in sorted(fs.ls(directory, detail=False)):
+            base = posixpath.basename(name)
+            if not base.startswith("part-"):
+                continue
+            attempt = base.rsplit(".", 1)[1]
+            if attempt in attempt_ids:
+                found.append(name)
+        return found
+
+    def abort(self, job_id: str, keep: Collection[str] = ()) -> None:
+        """Drop the job's staged files except ``keep``."""
+        fs, root = self._fs()
+        directory = self._pending_dir(root, job_id)
+        if fs.exists(directory):
+            kept = set(keep)
+            for name in fs.ls(directory, detail=False):
+                if name not in kept:
+                    fs.rm(name, recursive=True)
+            if not fs.ls(directory, detail=False):
+                fs.rm(directory, recursive=True)
+        pending = posixpath.join(root, ".pending")
+        if fs.exists(pending) and not fs.ls(pending, detail=False):
+            fs.rm(pending, recursive=True)

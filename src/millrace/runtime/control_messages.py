@@ -8,6 +8,9 @@ them as opaque bytes (``SerializedOperator.payload``) that only the tasks and th
 from __future__ import annotations
 
 from millrace.rpc.message_codec import MessageCodec
+from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
+from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.deployment import (
     Acknowledge,
     InputChannelDescriptor,
@@ -17,8 +20,9 @@ from millrace.runtime.deployment import (
     TaskOperationResult,
 )
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics, JobStatus
-from millrace.runtime.io.input_split import InputSplit, NextInputSplit
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import (
+    CheckpointBarrier,
     DataBundle,
     EndOfPartition,
     PartitionEvents,
@@ -38,6 +42,7 @@ from millrace.runtime.jobgraph import (
     OperatorKind,
     SerializedOperator,
 )
+from millrace.runtime.jobmaster.clock_service import TaskClock, WatermarksInfo
 from millrace.runtime.registration import (
     AcknowledgeRegistration,
     AlreadyRegistered,
@@ -79,6 +84,14 @@ CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
     (28, JobVertex),
     (29, JobGraph),
     (30, TaskDeploymentDescriptor),
+    (31, CheckpointBarrier),
+    (32, SplitState),
+    (33, KeyedStateHandle),
+    (34, TaskStateSnapshot),
+    (35, CheckpointRecord),
+    (36, CheckpointStatistics),
+    (37, TaskClock),
+    (38, WatermarksInfo),
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
 from millrace.runtime.jobgraph import SerializedOperator
 from millrace.types import (
@@ -77,6 +78,7 @@ class TaskDeploymentDescriptor:
         input_channels: One channel per producer subtask.
         max_parallelism: Number of key groups.
         configuration: The job's configuration as key -> value strings.
+        restore: State to restore (from a checkpoint or savepoint), or None.
     """
 
     job_id: JobId
@@ -96,6 +98,7 @@ class TaskDeploymentDescriptor:
     input_channels: tuple[InputChannelDescriptor, ...]
     max_parallelism: int
     configuration: dict[str, object] = field(default_factory=dict)
+    restore: TaskStateSnapshot | None = None
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,20 @@
-"""SourceStreamTask: reads input splits and runs the chain, one Spark job per bundle.
+"""SourceStreamTask: reads its splits in bundles and runs the chain, one Spark job per bundle.
 
-A bundle is one input split. For each, the chain — read, drop malformed records to the dead-letter
-output, user transforms, then either local window pre-aggregation (partials per key and window),
-window assignment (buffered windows), or a sink — is one Spark plan executed by one action
-(``toArrow``). An Observation on the same plan counts rows read, dead letters, late rows and the
-largest event time, so counting costs no extra job. Output rows are split by key group into one
-exchange file per consumer subtask.
+The source's reader turns the next records of the assigned splits into one lazy DataFrame; the
+chain — set malformed records aside as dead letters, user transforms, then local window
+pre-aggregation (partials per key and window), window assignment (buffered windows), or sinks —
+is one Spark plan executed by one action (``toArrow``). An Observation on the same plan counts
+rows read and dead letters and finds each open split's largest event time, so counting costs no
+extra job. Output rows are split by key group into one exchange file per consumer subtask.
 
-Watermarks: per split (see ``SplitWatermarkTracker``); emitted in-band after the bundles they
-follow; a final MAX watermark and EndOfPartition at the end of input (Flink's bounded sources).
+Watermarks are per split (``SplitWatermarkTracker``), emitted in-band after the bundles they
+follow; a bounded source ends with a MAX watermark and EndOfPartition (Flink's semantics).
+
+Checkpoints: a trigger from the CheckpointCoordinator is taken at the next bundle boundary —
+the split positions and the splits finished so far are snapshotted, a CheckpointBarrier goes
+into the output after every bundle read before it, and the task acknowledges (seed 002). A
+restored task resumes with the restored watermark; its splits come back from the JobMaster
+with their positions.
 """
 
 from __future__ import annotations
@@ -17,23 +23,30 @@ import logging
 import time
 from typing import Any
 
+from millrace.api.connector.source import SourceBundle, SourceReader, SourceReaderContext
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
     SourceOperator,
     WindowAssignOperator,
 )
 from millrace.config import ExecutionOptions
-from millrace.connectors.file_source import CORRUPT_COLUMN
 from millrace.errors import PipelineError
-from millrace.runtime.io.input_split import InputSplit
-from millrace.runtime.io.partition_events import MAX_WATERMARK, EndOfPartition, Watermark
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.io.partition_events import (
+    MAX_WATERMARK,
+    CheckpointBarrier,
+    EndOfPartition,
+    Watermark,
+)
 from millrace.spark.exchange import write_exchange_files
 from millrace.spark.side_outputs import side_output_dir, write_side_output
 from millrace.spark.source_watermarks import SplitWatermarkTracker
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import (
+    KEY_GROUP,
     TARGET,
     WINDOW_START,
+    key_group,
     late_condition,
     target_subtask,
     window_end_ms,
@@ -49,68 +62,116 @@ _ROWS = "__rows"
 
 
 class SourceStreamTask(SparkStreamTask):
-    """Runs a source chain."""
+    """Runs a source chain.
+
+    Threading:
+        ``invoke`` on the task thread.
+    """
 
     def invoke(self) -> None:
         env = self.environment
         source_op = self.operators[0]
         if not isinstance(source_op, SourceOperator):
             raise PipelineError("a source chain must start with a SourceOperator", env.task_name)
-        tail = self.operators[-1]
-        tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
-        self._schema: Any = None  # the first bundle's schema, reused: no footer read per bundle
-        self._max_records = env.configuration.get(ExecutionOptions.BUNDLE_MAX_RECORDS)
-        self._held: InputSplit | None = None
-        self._exhausted = False
-        sequence = 0
-        while bundle := self._next_bundle(tracker):
-            self._emit_watermark(tracker.advance())
-            started = time.perf_counter()
-            self._run_bundle(source_op, tail, bundle, sequence, tracker.emitted)
-            for split in bundle:
-                tracker.close_split(split.split_number)
-            logger.info(
-                "%s: bundle %d (%d splits) in %.3f s",
-                env.task_name,
-                sequence,
-                len(bundle),
-                time.perf_counter() - started,
+        self._source_op = source_op
+        self._tail = self.operators[-1]
+        conf = env.configuration
+        self._max_delay = conf.get(ExecutionOptions.BUNDLE_MAX_DELAY)
+        self._retry_interval = conf.get(ExecutionOptions.SOURCE_DISCOVERY_INTERVAL)
+        self._reader: SourceReader = source_op.source.create_reader(
+            SourceReaderContext(
+                self.tdd.subtask_index,
+                self.tdd.parallelism,
+                conf.get(ExecutionOptions.BUNDLE_MAX_RECORDS),
+                self._max_delay,
+                conf,
+                self.spark,
             )
-            self._emit_watermark(tracker.advance())
-            sequence += 1
+        )
+        self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
+        self._finished: list[str] = []
+        self._exhausted = False
+        self._retry_at = 0.0
+        if env.restore is not None:
+            self._tracker.restore(env.restore.watermark_ms)
+        sequence = 0
+        try:
+            while True:
+                env.check_cancelled()
+                self._take_checkpoints()
+                self._fetch_splits()
+                if self._exhausted and self._reader.is_finished():
+                    break
+                bundle = self._reader.poll(self._max_delay)
+                if bundle is not None:
+                    self._process(bundle, sequence)
+                    sequence += 1
+            self._take_checkpoints()
+        finally:
+            self._reader.close()
+        self.report_clock(MAX_WATERMARK, force=True)
         if self.tdd.output_partition is not None:
             env.broadcast(Watermark(MAX_WATERMARK))
             env.broadcast(EndOfPartition())
 
-    def _next_bundle(self, tracker: SplitWatermarkTracker) -> list[InputSplit]:
-        """Splits for the next bundle: up to ``execution.bundle.max-records`` rows by their
-        statistics. Every split fetched opens in ``tracker`` at its watermark bound; one that
-        would overflow the bundle is held for the next."""
+    # Splits ------------------------------------------------------------------------------------
+
+    def _fetch_splits(self) -> None:
+        """Ask the JobMaster for splits while the reader wants some (RequestNextInputSplit);
+        an unbounded source without new splits is asked again after the discovery interval."""
         env = self.environment
-        bundle: list[InputSplit] = []
-        rows = 0
-        while True:
-            if self._held is not None:
-                split, self._held = self._held, None
-            elif self._exhausted:
-                return bundle
-            else:
-                env.check_cancelled()
-                reply = env.next_input_split(timeout=self.ask_timeout)
-                tracker.set_pending_bound(reply.watermark_bound_ms)
-                if reply.split is None:
+        while not self._exhausted and self._reader.wants_splits():
+            if time.monotonic() < self._retry_at:
+                return
+            reply = env.next_input_split(timeout=self.ask_timeout)
+            self._tracker.set_pending_bound(reply.watermark_bound_ms)
+            if reply.split is None:
+                if reply.more_expected:
+                    self._retry_at = time.monotonic() + self._retry_interval
+                else:
                     self._exhausted = True
-                    return bundle
-                split = reply.split
-                tracker.open_split(split.split_number, reply.watermark_bound_ms)
-            size = split.rows if split.rows is not None else self._max_records
-            if bundle and rows + size > self._max_records:
-                self._held = split
-                return bundle
-            bundle.append(split)
-            rows += size
-            if rows >= self._max_records:
-                return bundle
+                return
+            self._reader.add_split(reply.split, reply.position)
+            self._tracker.open_split(reply.split.split_id, reply.watermark_bound_ms)
+
+    # Checkpoints -------------------------------------------------------------------------------
+
+    def _take_checkpoints(self) -> None:
+        """Snapshot for every trigger received, put its barrier out, acknowledge."""
+        env = self.environment
+        for checkpoint_id, timestamp_ms in env.take_checkpoint_triggers():
+            snapshot = TaskStateSnapshot(
+                split_states=tuple(self._reader.snapshot()),
+                finished_splits=tuple(self._finished),
+                sink_pending=self.take_staged(),
+                watermark_ms=self._tracker.emitted,
+            )
+            if self.tdd.output_partition is not None:
+                env.broadcast(CheckpointBarrier(checkpoint_id, timestamp_ms))
+            env.checkpoint_responder.acknowledge_checkpoint(checkpoint_id, snapshot)
+
+    # Bundles -----------------------------------------------------------------------------------
+
+    def _process(self, bundle: SourceBundle, sequence: int) -> None:
+        self._emit_watermark(self._tracker.advance())
+        started = time.perf_counter()
+        maxima = self._run_bundle(bundle, sequence, self._tracker.emitted)
+        for state in bundle.progress:
+            split_id = state.split.split_id
+            if state.finished:
+                self._tracker.close_split(split_id)
+                self._finished.append(split_id)
+            else:
+                self._tracker.on_records(split_id, maxima.get(split_id))
+        logger.info(
+            "%s: bundle %d (%d splits) in %.3f s",
+            self.environment.task_name,
+            sequence,
+            len(bundle.progress),
+            time.perf_counter() - started,
+        )
+        self._emit_watermark(self._tracker.advance())
+        self.report_clock(self._tracker.emitted)
 
     def _side_output_name(self, sequence: int) -> str:
         return (
@@ -122,59 +183,64 @@ class SourceStreamTask(SparkStreamTask):
         if watermark is not None and self.tdd.output_partition is not None:
             self.environment.broadcast(Watermark(watermark))
 
-    def _run_bundle(
-        self,
-        source_op: SourceOperator,
-        tail: Any,
-        splits: list[InputSplit],
-        sequence: int,
-        watermark: int,
-    ) -> None:
-        """Run one bundle over ``splits`` with late records judged against ``watermark``."""
+    def _run_bundle(self, bundle: SourceBundle, sequence: int, watermark: int) -> dict[str, int]:
+        """Run one bundle, late records judged against ``watermark``.
+
+        Returns:
+            Split id -> largest event time (epoch ms) read from it, for the splits that stay
+            open.
+        """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         env = self.environment
-        spark = self.spark
-        read = source_op.source.read(spark, splits, self._schema)
-        self._schema = read.frame.schema if self._schema is None else self._schema
-        event_time = source_op.event_time
-        reason = read.malformed_reason
+        event_time = self._source_op.event_time
+        reason = bundle.malformed_reason
         if event_time is not None:
             null_time = F.when(
                 F.col(event_time).isNull(), F.lit(f"event time column {event_time!r} is null")
             )
             reason = null_time if reason is None else F.coalesce(reason, null_time)
-        base = read.frame
+        base = bundle.frame
         metrics = [F.count(F.lit(1)).alias("rows")]
         if reason is not None:
             metrics.append(F.count_if(reason.isNotNull()).alias("dead"))
-        if read.full_parse is not None:
-            metrics.append(read.full_parse.alias("parsed"))
+        if bundle.full_parse is not None:
+            metrics.append(bundle.full_parse.alias("parsed"))
+        open_splits = [s.split.split_id for s in bundle.progress if not s.finished]
+        if bundle.split_column is not None and event_time is not None:
+            column = F.col(bundle.split_column)
+            for i, split_id in enumerate(open_splits):
+                latest = F.when(column == F.lit(split_id), F.unix_millis(F.col(event_time)))
+                metrics.append(F.max(latest).alias(f"max{i}"))
         observed_in = Observation(f"in-{sequence}")
         frame = base.observe(observed_in, *metrics)  # same Spark job as the bundle
         if reason is not None:
             frame = frame.where(reason.isNull())
-        if read.raw_record is not None:
-            frame = frame.drop(CORRUPT_COLUMN)
+        if bundle.internal_columns:
+            frame = frame.drop(*bundle.internal_columns)
         frame = self.apply_transforms(frame, self.transforms)
 
         late = 0
+        tail = self._tail
         window = getattr(tail, "window", None)
         if isinstance(tail, LocalWindowAggregateOperator | WindowAssignOperator):
             if sequence == 0:
                 _require_column(frame, tail.event_time, env.task_name)
             consumers = self.tdd.num_subpartitions
+            groups = key_group(tail.keys, self.tdd.max_parallelism)
             windowed = frame.select(
                 "*",
                 window_start_us(tail.event_time, window).alias(WINDOW_START),
                 late_condition(window, watermark).alias(_LATE),
-                target_subtask(tail.keys, self.tdd.max_parallelism, consumers).alias(TARGET),
+                groups.alias(KEY_GROUP),
+                target_subtask(groups, self.tdd.max_parallelism, consumers).alias(TARGET),
             )
             if isinstance(tail, LocalWindowAggregateOperator):
                 # Late rows are kept apart by a grouping key, not a filter: one plan step less,
-                # and their count comes with the partials.
-                out = windowed.groupBy(*tail.keys, WINDOW_START, _LATE, TARGET).agg(
+                # and their count comes with the partials. The key group is a function of the
+                # keys: grouping by it too adds no group.
+                out = windowed.groupBy(*tail.keys, WINDOW_START, _LATE, KEY_GROUP, TARGET).agg(
                     *tail.plan.partial_columns(), F.count(F.lit(1)).alias(_ROWS)
                 )
             else:
@@ -189,14 +255,11 @@ class SourceStreamTask(SparkStreamTask):
                 consumers,
                 window.size_ms,
             )
-            for target, bundle in files:
-                env.emit(target, bundle)
+            for target, exchanged in files:
+                env.emit(target, exchanged)
             env.metrics.records_out += table.num_rows
-        elif self.sink is not None:
-            table = self.collect(frame)
-            env.metrics.records_out += self.sink.sink.write(
-                table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id
-            )
+        elif self.sinks:
+            env.metrics.records_out += self.write_sinks(self.collect(frame), sequence)
         else:
             raise PipelineError("a source chain must end in a window or a sink", env.task_name)
         env.metrics.bundles += 1
@@ -204,21 +267,28 @@ class SourceStreamTask(SparkStreamTask):
         counts = observed_in.get
         env.metrics.records_in += int(counts["rows"])
         dead = int(counts.get("dead") or 0)
+        splits = [s.split.describe() for s in bundle.progress]
         if dead:
             env.metrics.dead_letters += dead
-            self._write_dead_letters(base, reason, read.raw_record, splits, sequence)
+            self._write_dead_letters(base, reason, bundle, splits, sequence)
         if late:
             env.metrics.late_records += late
             self._write_late(windowed, window, watermark, splits, sequence)
+        return {
+            split_id: int(counts[f"max{i}"])
+            for i, split_id in enumerate(open_splits)
+            if counts.get(f"max{i}") is not None
+        }
 
     def _write_dead_letters(
-        self, base: Any, reason: Any, raw_record: Any, splits: list[InputSplit], sequence: int
+        self, base: Any, reason: Any, bundle: SourceBundle, splits: list[str], sequence: int
     ) -> None:
         from pyspark.sql import functions as F
 
-        columns = [F.col(f"`{c}`") for c in base.columns if c != CORRUPT_COLUMN]
+        columns = [F.col(f"`{c}`") for c in base.columns if c not in bundle.internal_columns]
         as_json = F.to_json(F.struct(*columns))
-        record = as_json if raw_record is None else F.coalesce(raw_record, as_json)
+        raw = bundle.raw_record
+        record = as_json if raw is None else F.coalesce(raw, as_json)
         bad = base.select(reason.alias("reason"), record.alias("record")).where(
             F.col("reason").isNotNull()
         )
@@ -232,11 +302,11 @@ class SourceStreamTask(SparkStreamTask):
         )
 
     def _write_late(
-        self, windowed: Any, window: Any, watermark: int, splits: list[InputSplit], sequence: int
+        self, windowed: Any, window: Any, watermark: int, splits: list[str], sequence: int
     ) -> None:
         from pyspark.sql import functions as F
 
-        internal = (_LATE, WINDOW_START, TARGET)
+        internal = (_LATE, WINDOW_START, TARGET, KEY_GROUP)
         columns = [F.col(f"`{c}`") for c in windowed.columns if c not in internal]
         late = windowed.where(F.col(_LATE)).select(
             F.format_string(
@@ -265,13 +335,11 @@ def _require_column(frame: Any, column: str, task_name: str) -> None:
         )
 
 
-def _source_column(splits: list[InputSplit]) -> Any:
+def _source_column(splits: list[str]) -> Any:
     """Which file a row came from: Spark's input file name, else the bundle's splits."""
     from pyspark.sql import functions as F
 
-    return F.coalesce(
-        F.nullif(F.input_file_name(), F.lit("")), F.lit(", ".join(s.describe() for s in splits))
-    )
+    return F.coalesce(F.nullif(F.input_file_name(), F.lit("")), F.lit(", ".join(splits)))
 
 
 def _split_late(table: Any) -> tuple[Any, int]:

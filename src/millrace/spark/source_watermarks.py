@@ -28,7 +28,7 @@ class SplitWatermarkTracker:
         if max_out_of_orderness_ms < 0:
             raise ValueError(f"out-of-orderness must be >= 0 ms, got {max_out_of_orderness_ms}")
         self._ooo = max_out_of_orderness_ms
-        self._open: dict[int, int] = {}
+        self._open: dict[str, int] = {}
         self._pending_bound = MIN_WATERMARK
         self._emitted = MIN_WATERMARK
 
@@ -36,20 +36,24 @@ class SplitWatermarkTracker:
         """Bound for splits not yet assigned to this subtask (NextInputSplit)."""
         self._pending_bound = bound_ms
 
-    def open_split(self, split_number: int, bound_ms: int) -> None:
+    def open_split(self, split_id: str, bound_ms: int) -> None:
         """A split starts; until records are seen its watermark is ``bound_ms``."""
-        self._open[split_number] = bound_ms
+        self._open[split_id] = bound_ms
 
-    def on_records(self, split_number: int, max_event_time_ms: int | None) -> None:
-        """Records of ``split_number`` were read, the largest event time being ``max...``."""
+    def on_records(self, split_id: str, max_event_time_ms: int | None) -> None:
+        """Records of ``split_id`` were read, the largest event time being ``max...``."""
         if max_event_time_ms is None:
             return
         candidate = max_event_time_ms - self._ooo - 1
-        self._open[split_number] = max(self._open.get(split_number, MIN_WATERMARK), candidate)
+        self._open[split_id] = max(self._open.get(split_id, MIN_WATERMARK), candidate)
 
-    def close_split(self, split_number: int) -> None:
+    def close_split(self, split_id: str) -> None:
         """The split is fully read: it no longer holds the watermark back."""
-        self._open.pop(split_number, None)
+        self._open.pop(split_id, None)
+
+    def restore(self, watermark_ms: int) -> None:
+        """Resume from a checkpoint: the watermark emitted before it stays the floor."""
+        self._emitted = max(self._emitted, watermark_ms)
 
     def current(self) -> int:
         """min(open splits' watermarks, pending bound), monotonic; MAX when all is read."""

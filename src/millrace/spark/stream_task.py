@@ -1,15 +1,18 @@
-"""Common ground of the data-plane tasks: the chain's parts and the Spark job group.
+"""Common ground of the data-plane tasks: the chain's parts, the Spark job group, the sinks.
 
 Every Spark job of a task runs in the job group named by the attempt id, on the task's thread
 (PySpark pins Python threads to JVM threads), so cancelling the task cancels its Spark jobs.
+Sinks stage what they write; the staged handles since the last barrier are pre-committed with
+the next checkpoint (two-phase commit, ``millrace.api.connector.sink``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from millrace.api.operators import SinkOperator, TransformOperator
-from millrace.config import RpcOptions
+from millrace.config import ExecutionOptions, RpcOptions
 from millrace.errors import PipelineError
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
 
@@ -30,9 +33,13 @@ class SparkStreamTask(AbstractInvokable):
         _ = self.spark  # the chain's Spark columns load into this process's SparkContext
         self.operators = tuple(op.deserialize() for op in environment.tdd.operators)
         self.transforms = [op for op in self.operators if isinstance(op, TransformOperator)]
-        sinks = [op for op in self.operators if isinstance(op, SinkOperator)]
-        self.sink: SinkOperator | None = sinks[0] if sinks else None
+        self.sinks = [
+            (i, op) for i, op in enumerate(self.operators) if isinstance(op, SinkOperator)
+        ]
+        self._staged: dict[int, list[str]] = {i: [] for i, _ in self.sinks}
         self.ask_timeout = environment.configuration.get(RpcOptions.ASK_TIMEOUT)
+        self._clock_interval = environment.configuration.get(ExecutionOptions.CLOCK_REPORT_INTERVAL)
+        self._clock_reported: tuple[int, float] | None = None  # (watermark, when)
 
     @property
     def spark(self) -> Any:
@@ -66,6 +73,38 @@ class SparkStreamTask(AbstractInvokable):
             ) from error
         environment.check_cancelled()
         return table
+
+    def write_sinks(self, table: Any, sequence: int) -> int:
+        """Stage ``table`` (``pyarrow.Table``) in every sink of the chain; returns its rows.
+
+        Raises:
+            Exception: Whatever a sink raises (the task fails).
+        """
+        for index, op in self.sinks:
+            written = op.sink.write(
+                table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id
+            )
+            if written.pending is not None:
+                self._staged[index].append(written.pending)
+        return table.num_rows
+
+    def take_staged(self) -> dict[int, tuple[str, ...]]:
+        """The sink data staged since the last call (pre-commit at a barrier)."""
+        staged = {i: tuple(handles) for i, handles in self._staged.items() if handles}
+        self._staged = {i: [] for i in self._staged}
+        return staged
+
+    def report_clock(self, watermark_ms: int, *, force: bool = False) -> None:
+        """Report this task's min clock to the JobMaster's clock service (seed 001) when it
+        moved, at most every ``execution.clock.report-interval`` unless ``force``."""
+        now = time.monotonic()
+        last = self._clock_reported
+        if last is not None and (
+            last[0] >= watermark_ms or (not force and now - last[1] < self._clock_interval)
+        ):
+            return
+        self._clock_reported = (watermark_ms, now)
+        self.environment.checkpoint_responder.report_watermark(watermark_ms)
 
     def apply_transforms(self, frame: Any, transforms: list[TransformOperator]) -> Any:
         """Apply the chained ``transform`` functions to ``frame`` (lazily).

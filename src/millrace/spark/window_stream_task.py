@@ -1,13 +1,19 @@
-"""WindowStreamTask: the keyed event-time window operator, chained with transforms and a sink.
+"""WindowStreamTask: the keyed event-time window operator, chained with transforms and sinks.
 
 State: the exchange files received and not yet fully fired (partial aggregates per key and
-window, or buffered records). When the input gate's watermark (the minimum over the producers'
-watermarks) reaches ``window_end - 1`` of some pending window, the task fires: one Spark job
-reads the pending files, keeps the windows that became complete since the last firing, merges
-partials (or aggregates buffered records) per key and window, applies the chained transforms and
-hands the result to the sink. At the end of bounded input the producers' final MAX watermark
-fires every remaining window (Flink's semantics). When too many files accumulate without a
-firing, they are compacted into one (one Spark job).
+window, or buffered records, each row with its key group). When the input gate's watermark (the
+minimum over the producers' watermarks) reaches ``window_end - 1`` of some pending window, the
+task fires: one Spark job reads the pending files, keeps the windows that became complete since
+the last firing, merges partials (or aggregates buffered records) per key and window, applies
+the chained transforms and stages the result in the sinks. At the end of bounded input the
+producers' final MAX watermark fires every remaining window (Flink's semantics). When too many
+files accumulate without a firing, they are compacted into one (one Spark job).
+
+Checkpoints: when the gate hands over an aligned barrier, the task fires what is ready, writes
+its pending rows (the unfired windows) as one Parquet file under the checkpoint directory —
+with pyarrow, no Spark job — and acknowledges with that file's key-group range, the fired
+watermark and the sink data staged since the previous barrier (pre-commit). Restored, it reads
+the rows of its own key groups from the restored files, whatever parallelism wrote them.
 """
 
 from __future__ import annotations
@@ -20,11 +26,25 @@ from dataclasses import replace
 from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
-from millrace.config import ExecutionOptions
+from millrace.config import CheckpointingOptions, ExecutionOptions
 from millrace.errors import PipelineError
-from millrace.runtime.io.partition_events import MIN_WATERMARK, DataBundle
+from millrace.runtime.checkpoint.checkpoint_storage import task_state_path
+from millrace.runtime.checkpoint.key_groups import key_group_range
+from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
+from millrace.runtime.io.input_gate import InputGate
+from millrace.runtime.io.partition_events import (
+    MIN_WATERMARK,
+    CheckpointBarrier,
+    DataBundle,
+    PartitionEvent,
+)
 from millrace.spark.stream_task import SparkStreamTask
-from millrace.spark.windowing import WINDOW_START, window_end_ms, window_output_columns
+from millrace.spark.windowing import (
+    KEY_GROUP,
+    WINDOW_START,
+    window_end_ms,
+    window_output_columns,
+)
 
 __all__ = ["WindowStreamTask"]
 
@@ -32,7 +52,11 @@ logger = logging.getLogger(__name__)
 
 
 class WindowStreamTask(SparkStreamTask):
-    """Runs a keyed window chain."""
+    """Runs a keyed window chain.
+
+    Threading:
+        ``invoke`` on the task thread.
+    """
 
     def invoke(self) -> None:
         env = self.environment
@@ -41,7 +65,7 @@ class WindowStreamTask(SparkStreamTask):
             raise PipelineError(
                 "a window chain must start with a WindowAggregateOperator", env.task_name
             )
-        if self.sink is None:
+        if not self.sinks:
             raise PipelineError("a window chain must end in a sink", env.task_name)
         gate = env.input_gate
         if gate is None:
@@ -51,29 +75,45 @@ class WindowStreamTask(SparkStreamTask):
         self._fired = MIN_WATERMARK
         self._sequence = 0
         self._schema: Any = None  # schema of the exchange files, known after the first read
+        self._key_groups = key_group_range(
+            self.tdd.max_parallelism, self.tdd.parallelism, self.tdd.subtask_index
+        )
+        self._state_dir = env.working_dir / "state" / self.tdd.vertex_id / self.tdd.attempt_id
+        if env.restore is not None:
+            self._restore(env.restore)
         poll_timeout = env.configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
         max_files = env.configuration.get(ExecutionOptions.STATE_COMPACTION_FILES)
         while not gate.finished:
             env.check_cancelled()
             events = gate.poll_next(poll_timeout)
             while events:  # take whatever else already arrived before deciding to fire
-                for _, event in events:
-                    if isinstance(event, DataBundle):
-                        self._files.append(event)
-                        env.metrics.records_in += event.rows
+                self._accept(events, gate)
                 events = gate.poll_next(0) if not gate.finished else []
             if self._ready(gate.watermark):
                 self._fire(gate.watermark)
             elif len(self._files) > max_files:
                 self._compact()
+            self.report_clock(self._fired)
         if self._ready(gate.watermark):
             self._fire(gate.watermark)
+        self.report_clock(self._fired, force=True)
         gate.close()
+
+    def _accept(self, events: list[tuple[int, PartitionEvent]], gate: InputGate) -> None:
+        for _, event in events:
+            if isinstance(event, DataBundle):
+                self._files.append(event)
+                self.environment.metrics.records_in += event.rows
+            elif isinstance(event, CheckpointBarrier):
+                self._checkpoint(event, gate)
+
+    # Firing ------------------------------------------------------------------------------------
 
     def _ready(self, watermark: int) -> bool:
         """Whether some pending window ends at or before ``watermark + 1``."""
         return watermark > self._fired and any(
-            f.min_window_end_ms is None or f.min_window_end_ms - 1 <= watermark for f in self._files
+            f.min_window_end_ms is None or f.min_window_end_ms - 1 <= watermark
+            for f in self._files
         )
 
     def _pending_frame(self) -> Any:
@@ -102,10 +142,7 @@ class WindowStreamTask(SparkStreamTask):
         result = aggregated.select(*window_output_columns(op.keys, op.window, names))
         result = self.apply_transforms(result, self.transforms)
         table = self.collect(result)
-        assert self.sink is not None
-        env.metrics.records_out += self.sink.sink.write(
-            table, self.tdd.job_id, self.tdd.subtask_index, self._sequence, self.tdd.attempt_id
-        )
+        env.metrics.records_out += self.write_sinks(table, self._sequence)
         env.metrics.bundles += 1
         self._sequence += 1
         self._fired = watermark
@@ -134,14 +171,14 @@ class WindowStreamTask(SparkStreamTask):
         )
 
     def _compact(self) -> None:
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
         from pyspark.sql import functions as F
 
         op, env = self._op, self.environment
         frame = self._pending_frame()
         if op.plan.decomposable:
-            merged = frame.groupBy(*op.keys, WINDOW_START).agg(*op.plan.merge_columns())
+            merged = frame.groupBy(*op.keys, WINDOW_START, KEY_GROUP).agg(
+                *op.plan.merge_columns()
+            )
             # Keep the partials' types (a sum of decimal sums would widen each compaction).
             types = dict(frame.dtypes)
             frame = merged.select(*[F.col(c).cast(types[c]) for c in merged.columns])
@@ -149,25 +186,130 @@ class WindowStreamTask(SparkStreamTask):
         old = self._files
         self._files = []
         if table.num_rows:
-            directory = env.working_dir / "state" / self.tdd.vertex_id / self.tdd.attempt_id
-            directory.mkdir(parents=True, exist_ok=True)
             name = f"{self.tdd.subtask_index:03d}-{self._sequence:06d}-compacted.parquet"
-            path = directory / name
-            pq.write_table(table, path)
-            bounds = pc.min_max(table.column(WINDOW_START))
-            size = op.window.size_ms
-            self._files = [
-                DataBundle(
-                    str(path),
-                    table.num_rows,
-                    bounds["min"].as_py() // 1000 + size,
-                    bounds["max"].as_py() // 1000 + size,
-                )
-            ]
+            self._files = [self._local_state_file(table, name)]
         env.metrics.bundles += 1
         self._sequence += 1
         for f in old:
             _remove(f.path)
+
+    def _local_state_file(self, table: Any, name: str) -> DataBundle:
+        """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a local state file."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        self._state_dir.mkdir(parents=True, exist_ok=True)
+        path = self._state_dir / name
+        pq.write_table(table, path)
+        bounds = pc.min_max(table.column(WINDOW_START))
+        size = self._op.window.size_ms
+        return DataBundle(
+            str(path),
+            table.num_rows,
+            bounds["min"].as_py() // 1000 + size,
+            bounds["max"].as_py() // 1000 + size,
+        )
+
+    # Checkpoints -------------------------------------------------------------------------------
+
+    def _checkpoint(self, barrier: CheckpointBarrier, gate: InputGate) -> None:
+        """The barrier arrived on every input: fire what is ready, snapshot the unfired
+        windows, pre-commit the sinks, acknowledge, pass the barrier on."""
+        env = self.environment
+        started = time.perf_counter()
+        if self._ready(gate.watermark):
+            self._fire(gate.watermark)
+        handles = self._snapshot_keyed_state(barrier.checkpoint_id)
+        snapshot = TaskStateSnapshot(
+            keyed_state=handles, sink_pending=self.take_staged(), watermark_ms=self._fired
+        )
+        if self.tdd.output_partition is not None:
+            env.broadcast(barrier)
+        env.checkpoint_responder.acknowledge_checkpoint(barrier.checkpoint_id, snapshot)
+        logger.info(
+            "%s: checkpoint %d: %d rows of state in %.3f s",
+            env.task_name,
+            barrier.checkpoint_id,
+            sum(h.rows for h in handles),
+            time.perf_counter() - started,
+        )
+
+    def _pending_table(self) -> Any:
+        """The unfired rows of every pending file, as one ``pyarrow.Table`` (or None)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        if not self._files:
+            return None
+        table = pa.concat_tables(
+            [pq.read_table(f.path) for f in self._files], promote_options="default"
+        )
+        if self._fired > MIN_WATERMARK:
+            ends = pc.add(
+                pc.divide(table.column(WINDOW_START), 1000), self._op.window.size_ms - 1
+            )
+            table = table.filter(pc.greater(ends, self._fired))
+        return table if table.num_rows else None
+
+    def _snapshot_keyed_state(self, checkpoint_id: int) -> tuple[KeyedStateHandle, ...]:
+        import fsspec
+        import pyarrow.parquet as pq
+
+        table = self._pending_table()
+        if table is None:
+            return ()
+        path = task_state_path(
+            self.environment.configuration.get(CheckpointingOptions.CHECKPOINTS_DIR),
+            self.tdd.job_id,
+            checkpoint_id,
+            self.tdd.vertex_id,
+            self.tdd.subtask_index,
+            self.tdd.attempt_id,
+        )
+        fs, target = fsspec.core.url_to_fs(path)
+        fs.makedirs(os.path.dirname(target), exist_ok=True)
+        with fs.open(target, "wb") as f:
+            pq.write_table(table, f)
+        return (
+            KeyedStateHandle(
+                path,
+                self._key_groups.start,
+                self._key_groups.end,
+                table.num_rows,
+                fs.size(target),
+            ),
+        )
+
+    def _restore(self, snapshot: TaskStateSnapshot) -> None:
+        """Take the rows of this subtask's key groups from the restored state files."""
+        import fsspec
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        self._fired = snapshot.watermark_ms
+        tables = []
+        for handle in snapshot.keyed_state:
+            with fsspec.open(handle.path, "rb") as f:
+                table = pq.read_table(f)
+            groups = table.column(KEY_GROUP)
+            mine = pc.and_(
+                pc.greater_equal(groups, self._key_groups.start),
+                pc.less_equal(groups, self._key_groups.end),
+            )
+            tables.append(table.filter(mine))
+        restored = pa.concat_tables(tables, promote_options="default") if tables else None
+        if restored is not None and restored.num_rows:
+            self._files.append(self._local_state_file(restored, "restored.parquet"))
+        logger.info(
+            "%s: restored %d rows of state (key groups %d-%d), fired watermark %d",
+            self.environment.task_name,
+            0 if restored is None else restored.num_rows,
+            self._key_groups.start,
+            self._key_groups.end,
+            self._fired,
+        )
 
 
 def _remove(path: str) -> None:

@@ -1,7 +1,8 @@
 """Spark column expressions of event-time windowing and key-group partitioning.
 
-Internal columns: ``__ws`` window start (epoch microseconds, long), ``__target`` the consumer
-subtask of a row's key group. Key groups follow Flink: ``key_group = murmur3(keys) mod
+Internal columns: ``__ws`` window start (epoch microseconds, long), ``__kg`` a row's key group
+(int; kept with keyed state so that it can be redistributed), ``__target`` the consumer subtask
+of that key group. Key groups follow Flink: ``key_group = murmur3(keys) mod
 max_parallelism`` and ``subtask = key_group * parallelism // max_parallelism``, so rescaling
 moves whole key groups.
 """
@@ -13,8 +14,10 @@ from typing import Any
 from millrace.api.windows import TumblingEventTimeWindows
 
 __all__ = [
+    "KEY_GROUP",
     "TARGET",
     "WINDOW_START",
+    "key_group",
     "late_condition",
     "target_subtask",
     "window_end_ms",
@@ -23,6 +26,7 @@ __all__ = [
 ]
 
 WINDOW_START = "__ws"
+KEY_GROUP = "__kg"
 TARGET = "__target"
 
 
@@ -47,12 +51,18 @@ def late_condition(window: TumblingEventTimeWindows, watermark_ms: int) -> Any:
     return window_end_ms(window) - 1 <= watermark_ms
 
 
-def target_subtask(keys: tuple[str, ...], max_parallelism: int, parallelism: int) -> Any:
-    """Consumer subtask of each row: its key group scaled to ``parallelism``."""
+def key_group(keys: tuple[str, ...], max_parallelism: int) -> Any:
+    """Key group of each row: ``murmur3(keys) mod max_parallelism`` (int column)."""
     from pyspark.sql import functions as F
 
-    key_group = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(max_parallelism))
-    return (key_group * F.lit(parallelism) / F.lit(max_parallelism)).cast("int")
+    return F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(max_parallelism))
+
+
+def target_subtask(key_group_column: Any, max_parallelism: int, parallelism: int) -> Any:
+    """Consumer subtask of each row: its key group scaled to ``parallelism`` (Flink's)."""
+    from pyspark.sql import functions as F
+
+    return (key_group_column * F.lit(parallelism) / F.lit(max_parallelism)).cast("int")
 
 
 def window_output_columns(

@@ -14,10 +14,12 @@ from millrace.config import Configuration
 from millrace.errors import ConfigError, JobSubmissionError
 from millrace.rpc import RpcEndpoint, RpcService
 from millrace.rpc._futures import all_of
+from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
+from millrace.runtime.jobmaster.clock_service import WatermarksInfo
 from millrace.runtime.jobmaster.job_master import JobMaster
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.types import JobId
@@ -142,6 +144,33 @@ class Dispatcher(RpcEndpoint, DispatcherGateway):
         if job_master is None:
             raise JobSubmissionError(f"no running job {job_id}")
         return job_master.get_self_gateway(JobMasterGateway).cancel()
+
+    def _running_job_master(self, job_id: JobId) -> JobMasterGateway:
+        job_master = self._job_masters.get(job_id)
+        if job_master is None:
+            raise JobSubmissionError(f"no running job {job_id}", job_id)
+        return job_master.get_self_gateway(JobMasterGateway)
+
+    def trigger_savepoint(
+        self,
+        job_id: JobId,
+        target_directory: str | None = None,
+        cancel_job: bool = False,
+        timeout: float | None = None,
+    ) -> Future[str]:
+        return self._running_job_master(job_id).trigger_savepoint(
+            target_directory, cancel_job, timeout=timeout
+        )
+
+    def request_checkpoint_statistics(
+        self, job_id: JobId, timeout: float | None = None
+    ) -> Future[CheckpointStatistics]:
+        return self._running_job_master(job_id).request_checkpoint_statistics()
+
+    def request_watermarks(
+        self, job_id: JobId, timeout: float | None = None
+    ) -> Future[WatermarksInfo]:
+        return self._running_job_master(job_id).request_watermarks()
 
     def on_stop(self) -> Future[None] | None:
         for job_master in list(self._job_masters.values()):

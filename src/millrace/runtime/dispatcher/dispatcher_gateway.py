@@ -6,9 +6,11 @@ from concurrent.futures import Future
 from typing import Protocol
 
 from millrace.rpc import RpcGateway
+from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
+from millrace.runtime.jobmaster.clock_service import WatermarksInfo
 from millrace.types import JobId
 
 __all__ = ["DispatcherGateway"]
@@ -33,3 +35,26 @@ class DispatcherGateway(RpcGateway, Protocol):
     def list_jobs(self, timeout: float | None = None) -> Future[list[JobDetails]]: ...
 
     def cancel_job(self, job_id: JobId, timeout: float | None = None) -> Future[Acknowledge]: ...
+
+    def trigger_savepoint(
+        self,
+        job_id: JobId,
+        target_directory: str | None = None,
+        cancel_job: bool = False,
+        timeout: float | None = None,
+    ) -> Future[str]:
+        """A savepoint of a running job (and its cancellation, with ``cancel_job``).
+
+        Returns:
+            Future completed with the savepoint's directory; failed with JobSubmissionError for
+            an unknown or ended job, CheckpointError if the savepoint cannot be taken.
+        """
+        ...
+
+    def request_checkpoint_statistics(
+        self, job_id: JobId, timeout: float | None = None
+    ) -> Future[CheckpointStatistics]: ...
+
+    def request_watermarks(
+        self, job_id: JobId, timeout: float | None = None
+    ) -> Future[WatermarksInfo]: ...

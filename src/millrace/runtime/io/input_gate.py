@@ -1,28 +1,46 @@
 """InputGate: a consumer subtask's view of its input channels (Flink's names).
 
-One channel per producer subtask. The gate keeps one outstanding long-poll per unfinished
-channel and hands events to the task as they arrive, preserving each channel's order, and
-tracks per-channel watermarks: the gate's watermark is their minimum (seed 002).
+One channel per producer subtask. The gate keeps one outstanding long poll per unfinished
+channel and hands events to the task as they arrive, preserving each channel's order; it tracks
+per-channel watermarks (the gate's watermark is their minimum, seed 002) and aligns checkpoint
+barriers (Carbone et al. 2015):
+
+* aligned (EXACTLY_ONCE): once barrier ``n`` arrived on a channel, that channel is blocked: its
+  later events wait (nothing more is polled from it; what came in the same reply is held back)
+  until barrier ``n`` arrived on every channel still open. Then the task gets one
+  ``CheckpointBarrier`` (channel ``-1``), snapshots its state, and the channels flow again. No
+  record after a barrier is part of that checkpoint's state.
+* unaligned (AT_LEAST_ONCE): nothing is blocked; the task gets the barrier when the last
+  channel delivered it, so records that overtook it on faster channels are in the snapshot and
+  may be processed again after a restore.
+
+A finished channel counts as aligned. A newer barrier abandons an alignment that did not
+complete (its checkpoint was aborted).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from millrace.runtime.deployment import InputChannelDescriptor
 from millrace.runtime.io.partition_events import (
     MIN_WATERMARK,
+    CheckpointBarrier,
     EndOfPartition,
     PartitionEvent,
     PartitionEvents,
     Watermark,
 )
 
-__all__ = ["InputGate"]
+__all__ = ["BARRIER_CHANNEL", "InputGate"]
 
 PollFn = Callable[[InputChannelDescriptor, int], "Future[PartitionEvents]"]
+
+BARRIER_CHANNEL = -1
+"""Channel number of the aligned CheckpointBarrier the gate hands to its task."""
 
 
 class InputGate:
@@ -32,46 +50,67 @@ class InputGate:
         channels: The input channels, one per producer subtask.
         poll: Starts a pull ``(channel, from_index) -> Future[PartitionEvents]`` (an ask to the
             producer's TaskExecutor).
+        aligned: Align checkpoint barriers (EXACTLY_ONCE) or not (AT_LEAST_ONCE).
 
     Threading:
         The task thread only.
     """
 
-    def __init__(self, channels: Sequence[InputChannelDescriptor], poll: PollFn) -> None:
+    def __init__(
+        self, channels: Sequence[InputChannelDescriptor], poll: PollFn, aligned: bool = True
+    ) -> None:
         self._channels = list(channels)
         self._poll = poll
-        self._next_index = [0] * len(channels)
-        self._finished = [False] * len(channels)
-        self._watermarks = [MIN_WATERMARK] * len(channels)
+        self._aligned = aligned
+        n = len(channels)
+        self._next_index = [0] * n
+        self._finished = [False] * n
+        self._watermarks = [MIN_WATERMARK] * n
         self._pending: dict[Future[PartitionEvents], int] = {}
+        self._held: list[deque[PartitionEvent]] = [deque() for _ in range(n)]
+        self._blocked = [False] * n
+        self._barrier: CheckpointBarrier | None = None
+        self._arrived: set[int] = set()
 
     @property
     def finished(self) -> bool:
-        """True once every channel delivered EndOfPartition."""
-        return all(self._finished)
+        """True once every channel delivered EndOfPartition and nothing is held back."""
+        return all(self._finished) and not any(self._held)
 
     @property
     def watermark(self) -> int:
         """Minimum of the channels' last watermarks (epoch ms)."""
         return min(self._watermarks) if self._watermarks else MIN_WATERMARK
 
+    @property
+    def aligning(self) -> int | None:
+        """The checkpoint whose barriers are being aligned, if any."""
+        return None if self._barrier is None else self._barrier.checkpoint_id
+
     def poll_next(self, timeout: float) -> list[tuple[int, PartitionEvent]]:
         """Wait up to ``timeout`` seconds for events; return them as ``(channel, event)``.
 
-        Watermarks and EndOfPartition update the gate's state before they are returned.
+        Watermarks, barriers and EndOfPartition update the gate's state before they are
+        returned; an aligned barrier comes as ``(BARRIER_CHANNEL, CheckpointBarrier)``.
 
         Raises:
             RpcError: If a producer cannot be reached or its partition is gone.
         """
+        out: list[tuple[int, PartitionEvent]] = []
+        for channel, held in enumerate(self._held):  # events held back by a past alignment
+            while held and not self._blocked[channel]:
+                self._accept(channel, held.popleft(), out)
+        if out:
+            return out
+        busy = set(self._pending.values())
         for i, done in enumerate(self._finished):
-            if not done and i not in self._pending.values():
+            if not done and not self._blocked[i] and not self._held[i] and i not in busy:
                 self._pending[self._poll(self._channels[i], self._next_index[i])] = i
         if not self._pending:
-            return []
+            return out
         done, _ = concurrent.futures.wait(
             list(self._pending), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
         )
-        out: list[tuple[int, PartitionEvent]] = []
         for future in done:
             channel = self._pending.pop(future)
             reply: PartitionEvents = future.result()
@@ -79,12 +118,51 @@ class InputGate:
                 continue  # stale reply
             self._next_index[channel] += len(reply.events)
             for event in reply.events:
-                if isinstance(event, Watermark):
-                    self._watermarks[channel] = max(self._watermarks[channel], event.timestamp_ms)
-                elif isinstance(event, EndOfPartition):
-                    self._finished[channel] = True
-                out.append((channel, event))
+                self._accept(channel, event, out)
         return out
+
+    def _accept(
+        self, channel: int, event: PartitionEvent, out: list[tuple[int, PartitionEvent]]
+    ) -> None:
+        if self._blocked[channel]:
+            self._held[channel].append(event)
+            return
+        if isinstance(event, CheckpointBarrier):
+            self._on_barrier(channel, event, out)
+            return
+        if isinstance(event, Watermark):
+            self._watermarks[channel] = max(self._watermarks[channel], event.timestamp_ms)
+        elif isinstance(event, EndOfPartition):
+            self._finished[channel] = True
+        out.append((channel, event))
+        if isinstance(event, EndOfPartition):
+            self._maybe_aligned(out)
+
+    def _on_barrier(
+        self, channel: int, barrier: CheckpointBarrier, out: list[tuple[int, PartitionEvent]]
+    ) -> None:
+        current = self._barrier
+        if current is not None and barrier.checkpoint_id < current.checkpoint_id:
+            return  # of an abandoned checkpoint
+        if current is None or barrier.checkpoint_id > current.checkpoint_id:
+            self._release()  # a newer checkpoint: the older alignment is abandoned
+            self._barrier = barrier
+        self._arrived.add(channel)
+        if self._aligned:
+            self._blocked[channel] = True
+        self._maybe_aligned(out)
+
+    def _maybe_aligned(self, out: list[tuple[int, PartitionEvent]]) -> None:
+        if self._barrier is None:
+            return
+        if all(i in self._arrived or done for i, done in enumerate(self._finished)):
+            out.append((BARRIER_CHANNEL, self._barrier))
+            self._release()
+
+    def _release(self) -> None:
+        self._barrier = None
+        self._arrived.clear()
+        self._blocked = [False] * len(self._channels)
 
     def close(self) -> None:
         """Forget outstanding pulls (their replies are ignored)."""

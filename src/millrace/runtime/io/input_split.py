@@ -1,14 +1,17 @@
-"""Input splits and the JobMaster's reply to RequestNextInputSplit (seed 000).
+"""Input splits, their read positions, and the JobMaster's reply to RequestNextInputSplit.
 
-Sources enumerate splits on the JobMaster (files, or row groups of Parquet files) and subtasks
-pull them one at a time, so fast subtasks take more work (Flink's InputSplitAssigner).
+Sources enumerate splits on the JobMaster (files, row groups of Parquet files, Kafka
+partitions) and subtasks pull them one at a time, so fast subtasks take more work (seed 000;
+Flink's InputSplitAssigner). A split's read position travels in checkpoints (``SplitState``),
+so a restored job resumes every split where the checkpoint left it (Flink's FLIP-27 split
+state).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["InputSplit", "NextInputSplit"]
+__all__ = ["InputSplit", "NextInputSplit", "SplitState"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,27 @@ class InputSplit:
     def describe(self) -> str:
         return self.path if self.row_group is None else f"{self.path}#rg{self.row_group}"
 
+    @property
+    def split_id(self) -> str:
+        """Stable identity of the split across enumerations and restarts (``describe()``)."""
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class SplitState:
+    """How far a split has been read: part of a source subtask's checkpointed state.
+
+    Attributes:
+        split: The split.
+        position: Source-defined offset of the next record to read: a Kafka offset, a row index
+            within a file or replay stripe; 0 before any record.
+        finished: True once the split has been read to its end (bounded splits).
+    """
+
+    split: InputSplit
+    position: int = 0
+    finished: bool = False
+
 
 @dataclass(frozen=True)
 class NextInputSplit:
@@ -46,9 +70,14 @@ class NextInputSplit:
             split's minimum is unknown; MAX_WATERMARK when exhausted.
         splits_total: Number of splits of the source.
         splits_assigned: Splits assigned so far (including this one).
+        position: Where to start reading ``split`` (a restored checkpoint's position, else 0).
+        more_expected: With ``split`` None: True if splits may still come (an unbounded source
+            discovering them): ask again later; False if the source is exhausted.
     """
 
     split: InputSplit | None
     watermark_bound_ms: int
     splits_total: int = 0
     splits_assigned: int = 0
+    position: int = 0
+    more_expected: bool = False

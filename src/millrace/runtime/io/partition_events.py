@@ -1,8 +1,9 @@
 """Events of a result partition, in the order a consumer must see them.
 
 Data moves by reference: a ``DataBundle`` names an Arrow/Parquet file in the exchange store
-(a local directory), never the records. ``Watermark`` and ``EndOfPartition`` are in-band, so a
-consumer sees a producer's watermark only after every bundle that preceded it.
+(a local directory), never the records. ``Watermark``, ``CheckpointBarrier`` and
+``EndOfPartition`` are in-band, so a consumer sees a producer's watermark or barrier only after
+every bundle that preceded it (barriers never overtake records: seed 002, Carbone et al. 2015).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 __all__ = [
     "MAX_WATERMARK",
     "MIN_WATERMARK",
+    "CheckpointBarrier",
     "DataBundle",
     "EndOfPartition",
     "PartitionEvent",
@@ -50,11 +52,24 @@ class Watermark:
 
 
 @dataclass(frozen=True)
+class CheckpointBarrier:
+    """Everything before this event belongs to checkpoint ``checkpoint_id``, nothing after.
+
+    Attributes:
+        checkpoint_id: The checkpoint (strictly increasing per job).
+        timestamp_ms: When the CheckpointCoordinator triggered it (epoch ms).
+    """
+
+    checkpoint_id: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
 class EndOfPartition:
     """The producer finished; no event follows."""
 
 
-PartitionEvent = DataBundle | Watermark | EndOfPartition
+PartitionEvent = DataBundle | Watermark | CheckpointBarrier | EndOfPartition
 
 
 @dataclass(frozen=True)

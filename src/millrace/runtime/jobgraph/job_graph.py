@@ -137,6 +137,8 @@ class JobGraph:
         job_id: Unique id (generated).
         configuration: The job's own settings (``Configuration.job_level``), applied over the
             cluster's configuration for this job.
+        savepoint_path: A savepoint (or retained checkpoint) to start from, or None (Flink's
+            SavepointRestoreSettings).
     """
 
     name: str
@@ -145,6 +147,7 @@ class JobGraph:
     max_parallelism: int = 128
     job_id: JobId = field(default_factory=lambda: JobId(new_id()))
     configuration: dict[str, object] = field(default_factory=dict)
+    savepoint_path: str | None = None
 
     def vertex(self, vertex_id: JobVertexId) -> JobVertex:
         """The vertex with ``vertex_id``.

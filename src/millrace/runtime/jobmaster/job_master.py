@@ -1,28 +1,46 @@
-"""JobMaster: runs one job — slots, deployment, state updates, input splits (seed 000, 003).
+"""JobMaster: runs one job — slots, deployment, state updates, splits, checkpoints, failover.
 
-Life of a job: the JobMaster builds the ExecutionGraph, enumerates the sources' input splits and
-prepares the sinks (in the I/O executor, off the main thread), requests ``slots_required`` slots
-from the ResourceManager and accepts the TaskManagers' offers. With all slots, it deploys every
-source subtask (SubmitTask); a consumer vertex is deployed when one of its producers announces
-its first event (ScheduleOrUpdateConsumers), so consumers start lazily. Subtask i of every vertex
-runs in slot i (slot sharing). When every Execution FINISHED, the sinks commit and the job
-FINISHES; when one FAILS, the others are cancelled and the job FAILS with that root cause (the
-restart strategies come with the standalone cluster).
+Life of a job (seed 000, 003): the JobMaster prepares the job in its I/O executor (loads the
+source and sink connectors, discovers splits, restores a savepoint if asked), requests
+``slots_required`` slots from the ResourceManager and accepts the TaskManagers' offers. With all
+slots it deploys every source subtask (SubmitTask); a consumer vertex is deployed when one of
+its producers announces its first event (ScheduleOrUpdateConsumers). Subtask i of every vertex
+runs in slot i (slot sharing). Its CheckpointCoordinator checkpoints the running job; each
+completed checkpoint's staged sink data is committed by the SinkCommitter. When every Execution
+FINISHED, the last staged data is committed and the job FINISHES. When a task fails or a
+TaskManager is lost, the restart strategy decides: the job restarts from its latest completed
+checkpoint (sources rewind, keyed state and watermarks are restored, uncommitted sink data is
+aborted), or FAILS with the root cause.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import time
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from millrace.config import ClusterOptions, Configuration, HeartbeatOptions
-from millrace.errors import RecipientUnreachableError, SlotAllocationError
+from millrace.config import (
+    CheckpointingOptions,
+    ClusterOptions,
+    Configuration,
+    ExecutionOptions,
+    HeartbeatOptions,
+)
+from millrace.errors import CheckpointError, RecipientUnreachableError, SlotAllocationError
 from millrace.rpc import FencedRpcEndpoint, RpcService
+from millrace.runtime.checkpoint.checkpoint_coordinator import (
+    CheckpointCoordinator,
+    CheckpointSettings,
+    CheckpointTarget,
+)
+from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.state_assignment import StateAssignment
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import (
     Acknowledge,
     InputChannelDescriptor,
@@ -40,7 +58,7 @@ from millrace.runtime.executiongraph import (
 )
 from millrace.runtime.failover import restart_strategy_from
 from millrace.runtime.heartbeat import HeartbeatManager
-from millrace.runtime.io.input_split import NextInputSplit
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit
 from millrace.runtime.job_result import (
     JobDetails,
     JobResult,
@@ -48,10 +66,13 @@ from millrace.runtime.job_result import (
     JobResultSuccess,
     VertexDetails,
 )
-from millrace.runtime.jobgraph import JobGraph, OperatorKind
-from millrace.runtime.jobmaster.input_split_assigner import InputSplitAssigner
+from millrace.runtime.jobgraph import JobGraph
+from millrace.runtime.jobmaster.clock_service import GlobalClockService, WatermarksInfo
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
+from millrace.runtime.jobmaster.job_preparation import PreparedJob, prepare_job
+from millrace.runtime.jobmaster.sink_committer import SinkCommitter
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.source.source_coordinator import SourceCoordinator
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 from millrace.types import (
     Address,
@@ -65,14 +86,6 @@ from millrace.types import (
 __all__ = ["JobMaster"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Preparation:
-    """What the I/O executor prepared: split assigners per source vertex, sink connectors."""
-
-    assigners: dict[JobVertexId, InputSplitAssigner]
-    sinks: list[tuple[JobVertexId, Any]]
 
 
 @dataclass
@@ -91,13 +104,14 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         job_graph: The submitted job.
         configuration: Cluster configuration merged with the job's.
         resource_manager_address: Where to request slots.
-        io_executor: Runs blocking work (split enumeration, sink preparation and commit).
+        io_executor: Runs blocking work (split discovery, checkpoint metadata, preparation).
 
     Attributes:
         result_future: Completed with the JobResult when the job reaches a terminal status.
 
     Threading:
-        Gateway methods and callbacks run on the main thread; blocking work in ``io_executor``.
+        Gateway methods and callbacks run on the main thread; blocking work in ``io_executor``
+        and the SinkCommitter's thread.
     """
 
     def __init__(
@@ -117,8 +131,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._rm_address = resource_manager_address
         self._io = io_executor
         self._resource_manager: ResourceManagerGateway | None = None
-        self._assigners: dict[JobVertexId, InputSplitAssigner] = {}
-        self._sink_connectors: list[tuple[JobVertexId, Any]] = []
+        self._sources: dict[JobVertexId, SourceCoordinator] = {}
+        self._assignment: StateAssignment | None = None
         self._pending_allocations: list[AllocationId] = []
         self._slots: list[_Slot] = []
         self._deployed_vertices: set[JobVertexId] = set()
@@ -131,6 +145,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._restart_strategy = restart_strategy_from(configuration)
         self.restarts = 0
         self._restart_scheduled = False
+        self._discovery_interval = configuration.get(ExecutionOptions.SOURCE_DISCOVERY_INTERVAL)
         self._heartbeats = HeartbeatManager(
             self.clock,
             self.schedule_run_async,
@@ -139,6 +154,29 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             configuration.get(HeartbeatOptions.PAUSE),
             configuration.get(HeartbeatOptions.THRESHOLD),
         )
+        self._storage = CheckpointStorage(
+            configuration.get(CheckpointingOptions.CHECKPOINTS_DIR),
+            configuration.get(CheckpointingOptions.SAVEPOINTS_DIR),
+        )
+        self.checkpoints = CheckpointCoordinator(
+            job_graph,
+            CheckpointSettings(
+                configuration.get(CheckpointingOptions.INTERVAL),
+                configuration.get(CheckpointingOptions.MODE) == "EXACTLY_ONCE",
+                configuration.get(CheckpointingOptions.TIMEOUT),
+                configuration.get(CheckpointingOptions.MAX_CONCURRENT),
+                configuration.get(CheckpointingOptions.MIN_PAUSE),
+                configuration.get(CheckpointingOptions.NUM_RETAINED),
+            ),
+            self._storage,
+            self.clock,
+            self.schedule_run_async,
+            self.on_main_thread,
+            io_executor,
+            self,
+        )
+        self._committer = SinkCommitter(job_graph.job_id)
+        self._clocks = GlobalClockService()
 
     # Life cycle --------------------------------------------------------------------------------
 
@@ -151,43 +189,71 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             self.job_graph.job_id,
             self.job_graph.slots_required(),
         )
-        self.on_main_thread(self._io.submit(self._prepare), self._prepared)
+        preparing = self._io.submit(self._prepare, None, self.job_graph.savepoint_path)
+        self.on_main_thread(preparing, self._prepared)
 
     def on_stop(self) -> None:
         self._heartbeats.stop()
-        if self.result_future.done():
-            return
-        if self.execution_graph.status is JobStatus.FINISHED:  # the sink commit is running
-            self.execution_graph.status = JobStatus.FAILED
-            self._failure = "the JobMaster stopped while committing the sinks"
-        else:
-            self._fail_job("the JobMaster stopped before the job ended")
-        self._complete()
-
-    def _prepare(self) -> _Preparation:
-        """I/O executor: load the source and sink connectors (user code), enumerate input
-        splits, prepare the sinks (Flink's InitializeOnMaster)."""
-        assigners = {}
-        sinks: list[tuple[JobVertexId, Any]] = []
-        for vertex in self.job_graph.vertices:
-            for op in vertex.operators:
-                if op.kind is OperatorKind.SOURCE:
-                    source_op = op.deserialize()
-                    splits = source_op.source.create_input_splits(source_op.event_time)
-                    assigners[vertex.vertex_id] = InputSplitAssigner(splits)
-                elif op.kind is OperatorKind.SINK:
-                    sinks.append((vertex.vertex_id, op.deserialize().sink))
-        for _, sink in sinks:
-            sink.initialize_global(self.job_graph.job_id)
-        return _Preparation(assigners, sinks)
-
-    def _prepared(self, preparing: Future[_Preparation]) -> None:
-        if preparing.exception() is not None:
-            self._fail_job(f"preparing the job failed: {_describe(preparing.exception())}")
+        self.checkpoints.stop("the JobMaster stopped")
+        if not self.result_future.done():
+            if self.execution_graph.status is JobStatus.FINISHED:  # the final commit runs
+                self.execution_graph.status = JobStatus.FAILED
+                self._failure = "the JobMaster stopped while committing the sinks"
+            else:
+                self._fail_job("the JobMaster stopped before the job ended")
             self._complete()
+        self._committer.close()
+
+    def _prepare(
+        self, restore_from: CheckpointMetadata | None, savepoint_path: str | None
+    ) -> PreparedJob:
+        """I/O executor: drop an earlier attempt's files, then prepare (``prepare_job``); a job
+        that does not restore (re)initializes its sinks."""
+        shutil.rmtree(self._working_dir, ignore_errors=True)
+        prepared = prepare_job(self.job_graph, self._storage, restore_from, savepoint_path)
+        self._committer.set_sinks(prepared.sinks)
+        if restore_from is not None:
+            self._committer.restore(restore_from).result()
+        else:
+            self._committer.abort().result()
+            if prepared.restored is None:
+                self._committer.initialize()
+        return prepared
+
+    def _prepared(self, preparing: Future[PreparedJob]) -> None:
+        restarting = self.execution_graph.status is JobStatus.RESTARTING
+        if self.execution_graph.status is not JobStatus.RUNNING and not restarting:
             return
-        self._assigners = preparing.result().assigners
-        self._sink_connectors = preparing.result().sinks
+        if preparing.exception() is not None:
+            self.execution_graph.status = JobStatus.RUNNING
+            self._fail_job(f"preparing the job failed: {_describe(preparing.exception())}")
+            self._maybe_complete()
+            return
+        prepared = preparing.result()
+        self._sources = prepared.sources
+        self._assignment = prepared.assignment
+        if prepared.restored is not None:
+            self.checkpoints.restore(prepared.restored)
+            logger.info(
+                "job %s: restoring checkpoint %d from %s",
+                self.job_graph.name,
+                prepared.restored.checkpoint_id,
+                prepared.restored.location,
+            )
+        if any(not s.bounded for s in self._sources.values()):
+            self.schedule_run_async(self._discover_splits, self._discovery_interval)
+        if restarting:
+            self.execution_graph.transition_job(JobStatus.RUNNING)
+            logger.info(
+                "job %s: restart %d; %d of %d slots held",
+                self.job_graph.name,
+                self.restarts,
+                len(self._slots),
+                self.job_graph.slots_required(),
+            )
+            self._request_missing_slots()
+            return
+        self.checkpoints.start()
         connecting = self.rpc_service.connect(self._rm_address, ResourceManagerGateway)
         self.on_main_thread(connecting, self._request_slots)
 
@@ -254,13 +320,11 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 self._pending_allocations.extend(o.allocation_id for o in wanted)
                 reply.set_exception(f.exception())  # type: ignore[arg-type]
                 return
+            gateway, job_id = f.result(), self.job_graph.job_id
             for offer in wanted:
                 self._slots.append(
-                    _Slot(
-                        offer.allocation_id, resource_id, Address(task_manager_address), f.result()
-                    )
+                    _Slot(offer.allocation_id, resource_id, Address(task_manager_address), gateway)
                 )
-            gateway, job_id = f.result(), self.job_graph.job_id
             if resource_id not in self._heartbeats.monitored:
                 self._heartbeats.monitor_target(
                     resource_id, lambda: gateway.heartbeat_from_job_manager(job_id)
@@ -281,6 +345,13 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             "job %s: all %d slots allocated; deploying sources",
             self.job_graph.name,
             len(self._slots),
+        )
+        self._clocks.reset(
+            {
+                ev.current_execution.attempt_id: (jv.name, ev.subtask_index)
+                for jv in self.execution_graph.vertices
+                for ev in jv.task_vertices
+            }
         )
         for jv in self.execution_graph.vertices:
             if jv.job_vertex.is_source:
@@ -307,6 +378,11 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 for producer in producers
                 for p in producer.task_vertices
             )
+            restore = (
+                self._assignment.tasks.get((jv.vertex_id, ev.subtask_index))
+                if self._assignment is not None
+                else None
+            )
             tdd = TaskDeploymentDescriptor(
                 job_id=self.job_graph.job_id,
                 job_name=self.job_graph.name,
@@ -325,6 +401,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 input_channels=channels,
                 max_parallelism=self.job_graph.max_parallelism,
                 configuration=self._configuration.to_dict(),
+                restore=restore,
             )
             submitting = slot.gateway.submit_task(tdd)
             self.on_main_thread(submitting, lambda f, e=execution: self._submitted(f, e))
@@ -363,7 +440,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 )
                 self._deploy_vertex(consumer)
 
-    # Task state --------------------------------------------------------------------------------
+    # Task state and splits ---------------------------------------------------------------------
 
     def update_task_execution_state(self, state: TaskExecutionState) -> Acknowledge:
         execution = self.execution_graph.execution(state.attempt_id)
@@ -383,14 +460,11 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         elif target is ExecutionState.CANCELED:
             execution.transition_to(ExecutionState.CANCELING)
         execution.transition_to(target)
-        state = TaskExecutionState(
-            state.job_id, state.attempt_id, target, state.metrics, state.error
-        )
-        if state.state is ExecutionState.FAILED:
+        if target is ExecutionState.FAILED:
             execution.failure = state.error or "unknown error"
             self._handle_failure(f"{execution.vertex.task_name} failed: {execution.failure}")
         elif (
-            state.state is ExecutionState.CANCELED
+            target is ExecutionState.CANCELED
             and self._failure is None
             and self.execution_graph.status is not JobStatus.RESTARTING
         ):
@@ -407,7 +481,117 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         execution = self.execution_graph.execution(attempt_id)
         if execution is None or execution.state.is_terminal:
             raise KeyError(f"no running execution {attempt_id} in job {self.job_graph.job_id}")
-        return self._assigners[vertex_id].next_split()
+        vertex = execution.vertex
+        return self._sources[vertex_id].next_split(
+            vertex.subtask_index, vertex.job_vertex.parallelism
+        )
+
+    def _discover_splits(self) -> None:
+        """Ask the unbounded sources' enumerators for new splits (I/O), every
+        ``source.discovery-interval``."""
+        if self.execution_graph.status.is_globally_terminal:
+            return
+        for coordinator in self._sources.values():
+            if not coordinator.bounded:
+                found = self._io.submit(coordinator.enumerator.discover)
+                self.on_main_thread(found, lambda f, c=coordinator: self._discovered(c, f))
+        self.schedule_run_async(self._discover_splits, self._discovery_interval)
+
+    def _discovered(self, coordinator: SourceCoordinator, found: Future[list[InputSplit]]) -> None:
+        if found.exception() is not None:
+            logger.warning("source %s: discovery failed: %s", coordinator.name, found.exception())
+        elif any(c is coordinator for c in self._sources.values()):  # not replaced by a restart
+            coordinator.add_discovered(found.result())
+
+    # Checkpoints (seed 002) --------------------------------------------------------------------
+
+    def checkpoint_targets(self) -> list[CheckpointTarget] | None:
+        graph = self.execution_graph
+        if graph.status is not JobStatus.RUNNING:
+            return None
+        targets = []
+        for jv in graph.vertices:
+            for ev in jv.task_vertices:
+                execution = ev.current_execution
+                if execution.state is not ExecutionState.RUNNING:
+                    return None
+                trigger = None
+                if jv.job_vertex.is_source:
+                    gateway = self._gateway_of(execution)
+                    if gateway is None:
+                        return None
+                    trigger = functools.partial(_trigger, gateway, execution.attempt_id)
+                targets.append(
+                    CheckpointTarget(execution.attempt_id, jv.vertex_id, ev.subtask_index, trigger)
+                )
+        return targets
+
+    def checkpoint_completed(self, metadata: CheckpointMetadata) -> None:
+        committing = self._committer.commit(metadata)
+
+        def committed(f: Future[None]) -> None:
+            if f.exception() is not None:
+                self._handle_failure(
+                    f"committing checkpoint {metadata.checkpoint_id} failed: "
+                    f"{_describe(f.exception())}"
+                )
+
+        self.on_main_thread(committing, committed)
+
+    def restored_finished_splits(self, vertex_id: JobVertexId) -> tuple[str, ...]:
+        restored = self._assignment.sources.get(vertex_id) if self._assignment else None
+        return tuple(sorted(restored.finished)) if restored is not None else ()
+
+    def acknowledge_checkpoint(
+        self, attempt_id: ExecutionAttemptId, checkpoint_id: int, snapshot: TaskStateSnapshot
+    ) -> None:
+        self.checkpoints.acknowledge(attempt_id, checkpoint_id, snapshot)
+
+    def decline_checkpoint(
+        self, attempt_id: ExecutionAttemptId, checkpoint_id: int, reason: str
+    ) -> None:
+        self.checkpoints.decline(attempt_id, checkpoint_id, reason)
+
+    def trigger_savepoint(
+        self, target_directory: str | None, cancel_job: bool, timeout: float | None = None
+    ) -> Future[str]:
+        reply: Future[str] = Future()
+        try:
+            taking = self.checkpoints.trigger(is_savepoint=True, savepoint_target=target_directory)
+        except CheckpointError as error:
+            reply.set_exception(error)
+            return reply
+
+        def taken(f: Future[CheckpointMetadata]) -> None:
+            if f.exception() is not None:
+                reply.set_exception(f.exception())  # type: ignore[arg-type]
+                return
+            if cancel_job:
+                self.cancel()
+            reply.set_result(f.result().location)
+
+        self.on_main_thread(taking, taken)
+        return reply
+
+    def request_checkpoint_statistics(self, timeout: float | None = None) -> CheckpointStatistics:
+        coordinator = self.checkpoints
+        restored = self._assignment
+        return CheckpointStatistics(
+            round(coordinator.settings.interval * 1000),
+            "EXACTLY_ONCE" if coordinator.settings.exactly_once else "AT_LEAST_ONCE",
+            coordinator.counts["completed"],
+            coordinator.counts["failed"],
+            coordinator.in_progress,
+            f"checkpoint {restored.checkpoint_id}" if restored is not None else "",
+            [c.location for c in coordinator.retained()],
+            coordinator.history(),
+        )
+
+    def report_watermark(self, attempt_id: ExecutionAttemptId, watermark_ms: int) -> None:
+        self._clocks.report(attempt_id, watermark_ms)
+
+    def request_watermarks(self, timeout: float | None = None) -> WatermarksInfo:
+        return WatermarksInfo(self._clocks.min_clock, self._clocks.task_clocks())
 
     # Job status --------------------------------------------------------------------------------
 
@@ -430,6 +614,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         logger.info("job %s %s: %s", self.job_graph.name, status.name, cause)
         self._failure = cause
         graph.transition_job(status)
+        self.checkpoints.stop(f"job {status.name}")
         if self._resource_manager is not None:
             self._resource_manager.cancel_slot_requests(self.job_graph.job_id)
         self._cancel_executions()
@@ -465,12 +650,10 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
     # Failover ----------------------------------------------------------------------------------
 
     def _handle_failure(self, cause: str) -> None:
-        """A task failed or a TaskManager was lost: restart the whole job if the restart
-        strategy allows, else fail it (Flink's full failover)."""
+        """A task failed or a TaskManager was lost: restart the whole job from its latest
+        checkpoint if the restart strategy allows, else fail it (Flink's full failover)."""
         graph = self.execution_graph
-        if graph.status is not JobStatus.RUNNING and graph.status is not JobStatus.RESTARTING:
-            return
-        if graph.status is JobStatus.RESTARTING:
+        if graph.status is not JobStatus.RUNNING:
             return  # one restart covers failures that happen while cancelling
         self._restart_strategy.notify_failure(self.clock.monotonic())
         if not self._restart_strategy.can_restart():
@@ -479,8 +662,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         logger.warning(
             "job %s: %s; restarting (%r)", self.job_graph.name, cause, self._restart_strategy
         )
-        self._last_failure = cause
         graph.transition_job(JobStatus.RESTARTING)
+        self.checkpoints.stop("the job restarts")
         self._cancel_executions()
 
     def _schedule_restart(self) -> None:
@@ -493,40 +676,21 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._restart_scheduled = False
         if self.execution_graph.status is not JobStatus.RESTARTING:
             return
+        if self.checkpoints.finalizing:  # a complete checkpoint is being written: restore it
+            self._schedule_restart()
+            return
         self.restarts += 1
         for slot in self._slots:
             slot.gateway.release_partitions(self.job_graph.job_id)
         self.execution_graph.reset_for_restart()
         self._deployed_vertices.clear()
-        self.on_main_thread(
-            self._io.submit(self._prepare_restart, self._sink_connectors), self._restarted
-        )
+        latest = self.checkpoints.latest
+        self.on_main_thread(self._io.submit(self._prepare, latest, None), self._restarted)
 
-    def _prepare_restart(self, sinks: list[tuple[JobVertexId, Any]]) -> _Preparation:
-        """I/O executor: drop the failed attempt's files and pending output, enumerate again."""
-        shutil.rmtree(self._working_dir, ignore_errors=True)
-        self._abort_sinks(sinks)
-        return self._prepare()
-
-    def _restarted(self, preparing: Future[_Preparation]) -> None:
-        if self.execution_graph.status is not JobStatus.RESTARTING:
-            return
-        if preparing.exception() is not None:
-            self.execution_graph.status = JobStatus.RUNNING
-            self._fail_job(f"restarting failed: {_describe(preparing.exception())}")
-            self._maybe_complete()
-            return
-        self._assigners = preparing.result().assigners
-        self._sink_connectors = preparing.result().sinks
-        self.execution_graph.transition_job(JobStatus.RUNNING)
-        logger.info(
-            "job %s: restart %d; %d of %d slots held",
-            self.job_graph.name,
-            self.restarts,
-            len(self._slots),
-            self.job_graph.slots_required(),
-        )
-        self._request_missing_slots()
+    def _restarted(self, preparing: Future[PreparedJob]) -> None:
+        self._prepared(preparing)
+        if self.execution_graph.status is JobStatus.RUNNING:
+            self.checkpoints.start()
 
     # DeathWatch (seed 000) ---------------------------------------------------------------------
 
@@ -571,20 +735,21 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             None,
         )
 
+    # Completion --------------------------------------------------------------------------------
+
     def _maybe_complete(self) -> None:
         graph = self.execution_graph
         if graph.status.is_globally_terminal:
             return
         if graph.status is JobStatus.RUNNING and graph.all_finished():
             graph.transition_job(JobStatus.FINISHED)  # sinks commit before the result is out
+            self.checkpoints.stop("the job finished")
             attempts = {
                 jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
                 for jv in graph.vertices
             }
-            self.on_main_thread(
-                self._io.submit(self._commit_sinks, self._sink_connectors, attempts),
-                self._committed,
-            )
+            finishing = self._committer.finish(attempts, self.checkpoints.next_checkpoint_id)
+            self.on_main_thread(finishing, self._committed)
         elif graph.status is JobStatus.RESTARTING:
             if all(e.state.is_terminal for e in graph.executions()):
                 self._schedule_restart()
@@ -596,34 +761,14 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             )
             self._complete()
 
-    def _commit_sinks(
-        self,
-        sinks: list[tuple[JobVertexId, Any]],
-        attempts: dict[JobVertexId, set[ExecutionAttemptId]],
-    ) -> None:
-        """I/O executor: make the output of the finishing attempts visible (FinalizeOnMaster).
-
-        Args:
-            sinks: The sink connectors and their vertices.
-            attempts: Per vertex, the attempt ids that finished (read on the main thread).
-        """
-        for vertex_id, sink in sinks:
-            sink.finalize_global(self.job_graph.job_id, attempts[vertex_id])
-
-    def _abort_sinks(self, sinks: list[tuple[JobVertexId, Any]]) -> None:
-        """I/O executor: drop the pending output of a job that did not finish."""
-        for _, sink in sinks:
-            try:
-                sink.abort_global(self.job_graph.job_id)
-            except Exception:
-                logger.exception("aborting %s failed", sink.describe())
-
     def _committed(self, committing: Future[None]) -> None:
         if self.result_future.done():
             return  # stopped meanwhile
         if committing.exception() is not None:
             self.execution_graph.status = JobStatus.FAILED
             self._failure = f"committing the sinks failed: {_describe(committing.exception())}"
+        else:
+            self.checkpoints.discard_retained()  # the output is final: nothing to restore
         self._complete()
 
     def _complete(self) -> None:
@@ -632,6 +777,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             return
         self._end = time.time()
         self._heartbeats.stop()
+        self.checkpoints.stop("the job ended")
         for slot in self._slots:
             slot.gateway.release_partitions(self.job_graph.job_id)
             slot.gateway.free_slot(slot.allocation_id, f"job {self.job_graph.job_id} ended")
@@ -645,7 +791,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 graph.status = (
                     JobStatus.CANCELED if graph.status is JobStatus.CANCELLING else JobStatus.FAILED
                 )
-            self._io.submit(self._abort_sinks, self._sink_connectors)
+            self._committer.abort()
         details = self._details()
         duration = self._end - self._start
         result: JobResult
@@ -683,8 +829,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             self._start,
             end - self._start,
             vertices,
-            sum(a.total for a in self._assigners.values()),
-            sum(a.assigned for a in self._assigners.values()),
+            sum(s.splits_total for s in self._sources.values()),
+            sum(s.splits_assigned for s in self._sources.values()),
             self.restarts,
         )
 
@@ -692,6 +838,15 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         return next(
             (s.gateway for s in self._slots if s.allocation_id == execution.allocation_id), None
         )
+
+
+def _trigger(
+    gateway: TaskExecutorGateway,
+    attempt_id: ExecutionAttemptId,
+    checkpoint_id: int,
+    timestamp_ms: int,
+) -> Future[TaskOperationResult]:
+    return gateway.trigger_checkpoint(attempt_id, checkpoint_id, timestamp_ms)
 
 
 def _describe(error: BaseException | None) -> str:

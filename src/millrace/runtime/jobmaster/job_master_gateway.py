@@ -10,9 +10,12 @@ from concurrent.futures import Future
 from typing import Protocol
 
 from millrace.rpc import FencedRpcGateway
+from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import Acknowledge, SlotOffer, TaskExecutionState
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.job_result import JobDetails
+from millrace.runtime.jobmaster.clock_service import WatermarksInfo
 from millrace.types import ExecutionAttemptId, JobVertexId, ResultPartitionId
 
 __all__ = ["JobMasterGateway"]
@@ -51,6 +54,42 @@ class JobMasterGateway(FencedRpcGateway, Protocol):
 
     def heartbeat_from_task_manager(self, resource_id: str) -> None:
         """A TaskManager holding slots of this job answers a heartbeat request."""
+        ...
+
+    def acknowledge_checkpoint(
+        self, attempt_id: ExecutionAttemptId, checkpoint_id: int, snapshot: TaskStateSnapshot
+    ) -> None:
+        """AcknowledgeCheckpoint: a task took its snapshot of ``checkpoint_id``."""
+        ...
+
+    def decline_checkpoint(
+        self, attempt_id: ExecutionAttemptId, checkpoint_id: int, reason: str
+    ) -> None:
+        """DeclineCheckpoint: a task cannot take ``checkpoint_id``; it is aborted."""
+        ...
+
+    def report_watermark(self, attempt_id: ExecutionAttemptId, watermark_ms: int) -> None:
+        """A task's min clock advanced (the global clock service, seed 001)."""
+        ...
+
+    def trigger_savepoint(
+        self, target_directory: str | None, cancel_job: bool, timeout: float | None = None
+    ) -> Future[str]:
+        """Take a savepoint into ``target_directory`` (default ``state.savepoints.dir``) and,
+        with ``cancel_job``, cancel the job once it is complete.
+
+        Returns:
+            Future completed with the savepoint's directory; failed with CheckpointError if not
+            every task runs or the savepoint is aborted.
+        """
+        ...
+
+    def request_checkpoint_statistics(
+        self, timeout: float | None = None
+    ) -> Future[CheckpointStatistics]: ...
+
+    def request_watermarks(self, timeout: float | None = None) -> Future[WatermarksInfo]:
+        """The global min clock and every task's clock (seed 001)."""
         ...
 
     def cancel(self, timeout: float | None = None) -> Future[Acknowledge]:

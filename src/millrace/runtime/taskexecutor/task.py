@@ -116,12 +116,16 @@ class Task:
             try:
                 self._on_spark_cancel()
             except Exception:
-                logger.debug("cancelling the Spark jobs of %s failed", self.tdd.task_name,
-                             exc_info=True)  # fmt: skip
+                logger.debug(
+                    "cancelling the Spark jobs of %s failed", self.tdd.task_name, exc_info=True
+                )
             self._thread.join(_CANCEL_INTERVAL)
             if time.monotonic() > deadline:
-                logger.error("task %s did not stop within %.0f s of its cancellation",
-                             self.tdd.task_name, _CANCEL_TIMEOUT)  # fmt: skip
+                logger.error(
+                    "task %s did not stop within %.0f s of its cancellation",
+                    self.tdd.task_name,
+                    _CANCEL_TIMEOUT,
+                )
                 return
 
     def join(self, timeout: float | None = None) -> bool:

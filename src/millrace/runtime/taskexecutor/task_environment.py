@@ -7,21 +7,23 @@ never touches endpoints directly.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from millrace.config import Configuration
 from millrace.errors import JobCancelledError
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.runtime.executiongraph import IOMetrics
 from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.io.partition_events import PartitionEvent
 
-__all__ = ["AbstractInvokable", "TaskCancelledError", "TaskEnvironment"]
+__all__ = ["AbstractInvokable", "CheckpointResponder", "TaskCancelledError", "TaskEnvironment"]
 
 
 class TaskCancelledError(JobCancelledError):
@@ -30,6 +32,17 @@ class TaskCancelledError(JobCancelledError):
     def __init__(self, task_name: str) -> None:
         self.task_name = task_name
         Exception.__init__(self, f"task {task_name} was cancelled")
+
+
+class CheckpointResponder(Protocol):
+    """How a task answers the CheckpointCoordinator and the clock service (Flink's
+    CheckpointResponder). Threading: any thread; the calls are tells to the JobMaster."""
+
+    def acknowledge_checkpoint(self, checkpoint_id: int, snapshot: TaskStateSnapshot) -> None: ...
+
+    def decline_checkpoint(self, checkpoint_id: int, reason: str) -> None: ...
+
+    def report_watermark(self, watermark_ms: int) -> None: ...
 
 
 class TaskEnvironment:
@@ -44,9 +57,11 @@ class TaskEnvironment:
         emit: ``emit(subpartition | None, event)`` appends to the output partition; None
             broadcasts to every subpartition.
         input_gate: The consumer's input gate, or None for sources.
+        checkpoint_responder: Acknowledges checkpoints and reports watermarks to the
+            JobMaster.
 
     Threading:
-        The task thread, except ``cancel`` (any thread).
+        The task thread, except ``cancel`` and ``trigger_checkpoint`` (any thread).
     """
 
     def __init__(
@@ -58,6 +73,7 @@ class TaskEnvironment:
         request_split: Callable[[], Future[NextInputSplit]],
         emit: Callable[[int | None, PartitionEvent], None],
         input_gate: InputGate | None,
+        checkpoint_responder: CheckpointResponder,
     ) -> None:
         self.tdd = tdd
         self.configuration = configuration
@@ -69,6 +85,8 @@ class TaskEnvironment:
         self._request_split = request_split
         self._emit = emit
         self._cancelled = threading.Event()
+        self.checkpoint_responder = checkpoint_responder
+        self._triggers: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
     @property
     def spark(self) -> Any:
@@ -107,6 +125,29 @@ class TaskEnvironment:
     def broadcast(self, event: PartitionEvent) -> None:
         """Append ``event`` to every subpartition of the output partition."""
         self._emit(None, event)
+
+    @property
+    def restore(self) -> TaskStateSnapshot | None:
+        """The state to restore from (a checkpoint or savepoint), or None for a fresh start."""
+        return self.tdd.restore
+
+    def trigger_checkpoint(self, checkpoint_id: int, timestamp_ms: int) -> None:
+        """TriggerCheckpoint for a source task: taken at its next bundle boundary.
+
+        Threading:
+            Any thread.
+        """
+        self._triggers.put((checkpoint_id, timestamp_ms))
+
+    def take_checkpoint_triggers(self) -> list[tuple[int, int]]:
+        """Triggers received since the last call, oldest first: ``(checkpoint_id,
+        timestamp_ms)``."""
+        taken = []
+        while True:
+            try:
+                taken.append(self._triggers.get_nowait())
+            except queue.Empty:
+                return taken
 
     @property
     def cancelled(self) -> bool:

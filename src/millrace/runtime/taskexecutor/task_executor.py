@@ -19,9 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from millrace.config import ClusterOptions, Configuration, ExecutionOptions, HeartbeatOptions
+from millrace.config import (
+    CheckpointingOptions,
+    ClusterOptions,
+    Configuration,
+    ExecutionOptions,
+    HeartbeatOptions,
+)
 from millrace.errors import PartitionNotFoundError, SlotAllocationError
 from millrace.rpc import RpcEndpoint, RpcService
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import (
     Acknowledge,
     InputChannelDescriptor,
@@ -315,9 +322,14 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             self._partitions[tdd.output_partition] = ResultPartition(
                 tdd.output_partition, tdd.job_id, tdd.num_subpartitions
             )
-        gate = InputGate(tdd.input_channels, self._make_poll()) if tdd.input_channels else None
-        job_master = self._job_masters[tdd.job_id].gateway
         configuration = Configuration(tdd.configuration)
+        aligned = configuration.get(CheckpointingOptions.MODE) == "EXACTLY_ONCE"
+        gate = (
+            InputGate(tdd.input_channels, self._make_poll(), aligned)
+            if tdd.input_channels
+            else None
+        )
+        job_master = self._job_masters[tdd.job_id].gateway
         env = TaskEnvironment(
             tdd,
             configuration,
@@ -326,6 +338,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             request_split=lambda: self._request_split(job_master, tdd),
             emit=lambda sub, event: self.run_async(lambda: self._emit(tdd, sub, event)),
             input_gate=gate,
+            checkpoint_responder=_RpcCheckpointResponder(self, tdd),
         )
         task = Task(
             tdd,
@@ -347,6 +360,28 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             return TaskOperationResult(attempt_id, False, "no such task on " + self.resource_id)
         task.cancel()
         return TaskOperationResult(attempt_id, True)
+
+    def trigger_checkpoint(
+        self,
+        attempt_id: ExecutionAttemptId,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        timeout: float | None = None,
+    ) -> TaskOperationResult:
+        task = self._tasks.get(attempt_id)
+        if task is None:
+            return TaskOperationResult(attempt_id, False, "no such task on " + self.resource_id)
+        task.environment.trigger_checkpoint(checkpoint_id, timestamp_ms)
+        return TaskOperationResult(attempt_id, True)
+
+    def _job_master(self, job_id: JobId, call: Callable[[JobMasterGateway], object]) -> None:
+        """Main thread: ``call(gateway)`` on the job's JobMaster once connected (dropped if
+        the job is gone)."""
+        connection = self._job_masters.get(job_id)
+        if connection is not None:
+            self.on_main_thread(
+                connection.gateway, lambda f: f.exception() is None and call(f.result())
+            )
 
     def _task_state_changed(
         self,
@@ -435,6 +470,28 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             )
 
         return poll
+
+
+class _RpcCheckpointResponder:
+    """A task's CheckpointResponder: tells to its JobMaster, through the TaskExecutor's main
+    thread. Threading: any thread."""
+
+    def __init__(self, task_executor: TaskExecutor, tdd: TaskDeploymentDescriptor) -> None:
+        self._te = task_executor
+        self._job_id = tdd.job_id
+        self._attempt_id = tdd.attempt_id
+
+    def _tell(self, call: Callable[[JobMasterGateway], object]) -> None:
+        self._te.run_async(lambda: self._te._job_master(self._job_id, call))
+
+    def acknowledge_checkpoint(self, checkpoint_id: int, snapshot: TaskStateSnapshot) -> None:
+        self._tell(lambda jm: jm.acknowledge_checkpoint(self._attempt_id, checkpoint_id, snapshot))
+
+    def decline_checkpoint(self, checkpoint_id: int, reason: str) -> None:
+        self._tell(lambda jm: jm.decline_checkpoint(self._attempt_id, checkpoint_id, reason))
+
+    def report_watermark(self, watermark_ms: int) -> None:
+        self._tell(lambda jm: jm.report_watermark(self._attempt_id, watermark_ms))
 
 
 @dataclass

@@ -42,6 +42,18 @@ class TaskExecutorGateway(RpcGateway, Protocol):
         """CancelTask: stop the attempt; it reports CANCELED once stopped."""
         ...
 
+    def trigger_checkpoint(
+        self,
+        attempt_id: ExecutionAttemptId,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        timeout: float | None = None,
+    ) -> Future[TaskOperationResult]:
+        """TriggerCheckpoint of a source task: it snapshots at its next bundle boundary and
+        sends a CheckpointBarrier downstream (seed 002). The reply says whether the task was
+        found; the checkpoint's outcome comes as acknowledge_checkpoint to the JobMaster."""
+        ...
+
     def free_slot(self, allocation_id: AllocationId, cause: str) -> None:
         """From the JobMaster: the job no longer needs the slot."""
         ...

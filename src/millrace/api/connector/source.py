@@ -1,0 +1,208 @@
+"""Sources: split enumeration in the JobMaster, split reading in the tasks (Flink's FLIP-27).
+
+A :class:`Source` is a small, picklable description (it travels to the cluster as user code).
+In the JobMaster, its :class:`SplitEnumerator` discovers the splits (files, Parquet row groups,
+Kafka partitions, replay stripes) and hands them to the subtasks that ask for one
+(RequestNextInputSplit, seed 000). In each source subtask, its :class:`SourceReader` reads the
+assigned splits in bundles: each bundle is one lazy Spark DataFrame, which the task runs
+together with the whole operator chain as one Spark job. Python handles bundles and positions,
+never records one by one.
+
+Checkpoints hold every split's position (``SplitState``): the reader reports them at the
+barrier, the JobMaster keeps finished splits out of a restored enumeration and hands the others
+out again starting at their positions; sources rewind (Kafka offsets, file rows).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from millrace.config import Configuration
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
+
+__all__ = [
+    "Boundedness",
+    "Source",
+    "SourceBundle",
+    "SourceReader",
+    "SourceReaderContext",
+    "SplitEnumerator",
+]
+
+
+class Boundedness(enum.Enum):
+    """Whether a source ends (Flink's Boundedness)."""
+
+    BOUNDED = "BOUNDED"
+    CONTINUOUS_UNBOUNDED = "CONTINUOUS_UNBOUNDED"
+
+
+class SplitEnumerator(Protocol):
+    """Discovers a source's splits and assigns them to subtasks, in the JobMaster.
+
+    Threading:
+        ``discover`` runs in the JobMaster's I/O executor and may block (list files, fetch
+        metadata); every other method runs on the JobMaster's main thread and must not block.
+    """
+
+    def discover(self) -> list[InputSplit]:
+        """Splits found since the last call (all of them on the first call).
+
+        A bounded source's enumerator is asked once; an unbounded one again every
+        ``source.discovery-interval``. Splits with an id seen before are ignored by the caller.
+
+        Raises:
+            Exception: Whatever listing raises; the job fails (first call) or the discovery is
+                retried at the next interval (later calls).
+        """
+        ...
+
+    def add_splits(self, splits: Sequence[InputSplit]) -> None:
+        """Splits to hand out (new from ``discover``, or back from a restore)."""
+        ...
+
+    def next_split(self, subtask_index: int, parallelism: int) -> NextInputSplit:
+        """The next split for subtask ``subtask_index``; split None when none is left for it
+        now (``more_expected`` tells whether to ask again later).
+
+        The reply's ``watermark_bound_ms`` bounds the event times of the splits this subtask
+        may still receive (see NextInputSplit); an unbounded source that cannot know returns
+        MAX_WATERMARK, so undiscovered splits do not hold the watermark back.
+        """
+        ...
+
+    @property
+    def splits_total(self) -> int:
+        """Splits known so far (progress)."""
+        ...
+
+    @property
+    def splits_assigned(self) -> int:
+        """Splits handed out so far (progress)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SourceReaderContext:
+    """What a reader knows of the task running it.
+
+    Attributes:
+        subtask_index: The source subtask, 0-based.
+        parallelism: The source's parallelism.
+        max_records: Largest bundle, in records (``execution.bundle.max-records``).
+        max_delay: Longest wait to fill a bundle of an unbounded source, seconds
+            (``execution.bundle.max-delay``): a bundle closes at ``max_records`` or after this.
+        configuration: The job's configuration.
+        spark: The task's SparkSession (``pyspark.sql.SparkSession``).
+    """
+
+    subtask_index: int
+    parallelism: int
+    max_records: int
+    max_delay: float
+    configuration: Configuration
+    spark: Any
+
+
+@dataclass(frozen=True)
+class SourceBundle:
+    """One bundle of records, as one lazy Spark plan, and how far it moved each split.
+
+    Attributes:
+        frame: The records (``pyspark.sql.DataFrame``); nothing has run yet.
+        progress: The new state of every split the bundle read from.
+        split_column: Column of ``frame`` holding each record's split id, for per-split
+            watermarks of splits that stay open; None when every split read is finished by this
+            bundle (their watermark comes from the enumerator's bounds).
+        malformed_reason: Column (string) saying why a record is malformed, null for good ones;
+            None if the format cannot produce malformed records.
+        raw_record: Column (string) with a malformed record's original text, or None.
+        full_parse: Aggregate column that forces parsing every field (CSV), computed with the
+            bundle; None if not needed.
+        available_at_ms: Epoch ms at which the bundle's newest record became available to
+            Millrace (broker append time, replay time), for end-to-end latency; None if
+            unknown.
+        internal_columns: Columns of ``frame`` the pipeline does not see (the raw record, the
+            split column...): dropped once malformed records are set aside.
+    """
+
+    frame: Any
+    progress: list[SplitState]
+    split_column: str | None = None
+    malformed_reason: Any = None
+    raw_record: Any = None
+    full_parse: Any = None
+    available_at_ms: int | None = None
+    internal_columns: tuple[str, ...] = ()
+
+
+class SourceReader(Protocol):
+    """Reads the splits assigned to one source subtask, in bundles.
+
+    Threading:
+        The source task's thread only.
+    """
+
+    def add_split(self, split: InputSplit, position: int) -> None:
+        """A split to read, starting at ``position`` (0, or a restored checkpoint's)."""
+        ...
+
+    def wants_splits(self) -> bool:
+        """Whether the task should ask the JobMaster for a split now (e.g. nothing assigned
+        yet, or less queued than a full bundle)."""
+        ...
+
+    def poll(self, timeout: float) -> SourceBundle | None:
+        """The next bundle, or None if no record is available within ``timeout`` seconds.
+
+        Raises:
+            Exception: A failure reading the source fails the task (the job restarts from
+                its last checkpoint).
+        """
+        ...
+
+    def snapshot(self) -> list[SplitState]:
+        """The state of every assigned split not yet finished, as of the last bundle returned
+        (what a checkpoint taken now must resume from)."""
+        ...
+
+    def is_finished(self) -> bool:
+        """True when every assigned split is finished (a bounded source's reader then asks
+        for more splits or ends)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+class Source(Protocol):
+    """A source connector.
+
+    Threading:
+        Built by the user's script; ``create_enumerator`` is called in the JobMaster's I/O
+        executor, ``create_reader`` on a source task's thread.
+    """
+
+    @property
+    def boundedness(self) -> Boundedness: ...
+
+    def describe(self) -> str:
+        """Short human description, e.g. ``parquet files at /data/flights``."""
+        ...
+
+    def create_enumerator(self, event_time: str | None) -> SplitEnumerator:
+        """The JobMaster-side enumerator.
+
+        Args:
+            event_time: The event-time column, if the pipeline has one (bounded file sources
+                read minimum event times from file statistics to bound watermarks).
+        """
+        ...
+
+    def create_reader(self, context: SourceReaderContext) -> SourceReader:
+        """The task-side reader of one subtask."""
+        ...

@@ -1,0 +1,1 @@
+"""Checkpoints: the CheckpointCoordinator, task state snapshots, storage, state assignment."""

@@ -1,0 +1,456 @@
+"""CheckpointCoordinator: triggers checkpoints, collects acknowledgements, completes them.
+
+Asynchronous barrier snapshots (seed 002; Carbone et al. 2015, "Lightweight Asynchronous
+Snapshots for Distributed Dataflows"): every ``execution.checkpointing.interval`` the
+coordinator sends ``trigger_checkpoint`` to the source tasks, which snapshot their split
+positions at a bundle boundary and put a ``CheckpointBarrier`` into their output. Downstream
+tasks snapshot when the barrier has arrived on all their inputs (aligned, EXACTLY_ONCE; or
+without waiting, AT_LEAST_ONCE), pre-commit their sinks and acknowledge with their state
+handles. When every task has acknowledged, the coordinator writes the checkpoint's metadata
+(durable: from then on it can be restored), keeps the newest ``state.checkpoints.num-retained``
+checkpoints, and tells the JobMaster, which commits the sinks. A checkpoint that is declined or
+not complete within ``execution.checkpointing.timeout`` is aborted; the job goes on.
+
+Threading:
+    JobMaster main thread only; storage I/O runs in the JobMaster's I/O executor and its
+    outcome comes back through ``on_main_thread``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from millrace.clock import Clock
+from millrace.errors import CheckpointError
+from millrace.runtime.checkpoint.checkpoint_storage import (
+    CheckpointMetadata,
+    CheckpointStorage,
+    VertexState,
+)
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.jobgraph import JobGraph
+from millrace.types import ExecutionAttemptId, JobVertexId
+
+__all__ = [
+    "CheckpointCoordinator",
+    "CheckpointCoordinatorContext",
+    "CheckpointRecord",
+    "CheckpointSettings",
+    "CheckpointTarget",
+]
+
+logger = logging.getLogger(__name__)
+
+_HISTORY = 10  # checkpoints shown by the statistics
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """``execution.checkpointing.*`` and ``state.checkpoints.num-retained``.
+
+    Attributes:
+        interval: Seconds between periodic checkpoints; 0 disables them (savepoints still
+            work).
+        exactly_once: True for EXACTLY_ONCE (aligned barriers), False for AT_LEAST_ONCE.
+        timeout: Seconds before a pending checkpoint is aborted.
+        max_concurrent: Checkpoints in flight at once.
+        min_pause: Seconds between the end of a checkpoint and the next periodic trigger.
+        num_retained: Completed checkpoints kept.
+    """
+
+    interval: float
+    exactly_once: bool = True
+    timeout: float = 600.0
+    max_concurrent: int = 1
+    min_pause: float = 0.0
+    num_retained: int = 1
+
+
+@dataclass(frozen=True)
+class CheckpointTarget:
+    """One task a checkpoint waits for.
+
+    Attributes:
+        attempt_id: The running attempt.
+        vertex_id: Its JobVertex.
+        subtask_index: Its subtask.
+        trigger: For a source task, sends it ``trigger_checkpoint(checkpoint_id, timestamp_ms)``
+            and returns the TaskExecutor's reply; None for the others (they get barriers).
+    """
+
+    attempt_id: ExecutionAttemptId
+    vertex_id: JobVertexId
+    subtask_index: int
+    trigger: Callable[[int, int], Future[Any]] | None = None
+
+
+class CheckpointCoordinatorContext(Protocol):
+    """What the coordinator needs from its JobMaster (main thread)."""
+
+    def checkpoint_targets(self) -> list[CheckpointTarget] | None:
+        """Every task of the job, or None when not all of them are RUNNING (no checkpoint
+        can start)."""
+        ...
+
+    def checkpoint_completed(self, metadata: CheckpointMetadata) -> None:
+        """A checkpoint is complete and durable: commit its sinks."""
+        ...
+
+    def restored_finished_splits(self, vertex_id: JobVertexId) -> tuple[str, ...]:
+        """Splits of a source vertex finished before the last restore (to carry over)."""
+        ...
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """One line of the checkpoint history (REST).
+
+    Attributes:
+        checkpoint_id: The checkpoint.
+        status: IN_PROGRESS, COMPLETED or FAILED.
+        is_savepoint: Whether a user asked for it.
+        trigger_ms: Trigger time, epoch ms.
+        duration_ms: Trigger to completion or failure, ms (0 while in progress).
+        state_size_bytes: Bytes of keyed state.
+        location: Its directory, once complete.
+        failure: Why it failed.
+    """
+
+    checkpoint_id: int
+    status: str
+    is_savepoint: bool
+    trigger_ms: int
+    duration_ms: int = 0
+    state_size_bytes: int = 0
+    location: str = ""
+    failure: str = ""
+
+
+@dataclass
+class _PendingCheckpoint:
+    checkpoint_id: int
+    timestamp_ms: int
+    started: float
+    is_savepoint: bool
+    savepoint_target: str | None
+    targets: dict[ExecutionAttemptId, CheckpointTarget]
+    acks: dict[ExecutionAttemptId, TaskStateSnapshot] = field(default_factory=dict)
+    future: Future[CheckpointMetadata] = field(default_factory=Future)
+    finalizing: bool = False
+    timeout_handle: Any = None
+
+
+class CheckpointCoordinator:
+    """Periodic checkpoints and savepoints of one job.
+
+    Args:
+        job_graph: The job (names, parallelism, max parallelism for the metadata).
+        settings: The checkpointing settings.
+        storage: Where checkpoints are written.
+        clock: The JobMaster's clock.
+        schedule: ``schedule(fn, delay_s)`` on the JobMaster's main thread; returns a handle
+            with ``cancel()``.
+        on_main_thread: ``on_main_thread(future, fn)`` of the JobMaster.
+        io_executor: Runs storage I/O.
+        context: The JobMaster.
+
+    Threading:
+        Main thread of the JobMaster only.
+    """
+
+    def __init__(
+        self,
+        job_graph: JobGraph,
+        settings: CheckpointSettings,
+        storage: CheckpointStorage,
+        clock: Clock,
+        schedule: Callable[[Callable[[], None], float], Any],
+        on_main_thread: Callable[[Future[Any], Callable[[Future[Any]], None]], None],
+        io_executor: Executor,
+        context: CheckpointCoordinatorContext,
+    ) -> None:
+        self._job = job_graph
+        self.settings = settings
+        self.storage = storage
+        self._clock = clock
+        self._schedule = schedule
+        self._on_main_thread = on_main_thread
+        self._io = io_executor
+        self._context = context
+        self._next_id = 1
+        self._pending: dict[int, _PendingCheckpoint] = {}
+        self._completed: deque[CheckpointMetadata] = deque()
+        self._restored: CheckpointMetadata | None = None
+        self._running = False
+        self._periodic: Any = None
+        self._last_completion = float("-inf")
+        self._history: deque[CheckpointRecord] = deque(maxlen=_HISTORY)
+        self.counts = {"completed": 0, "failed": 0}
+
+    # Life cycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin periodic checkpoints (if an interval is set). Idempotent."""
+        if self._running:
+            return
+        self._running = True
+        if self.settings.interval > 0:
+            self._periodic = self._schedule(self._periodic_trigger, self.settings.interval)
+
+    def stop(self, reason: str) -> None:
+        """Stop periodic checkpoints and abort the pending ones (failover, job end)."""
+        self._running = False
+        if self._periodic is not None:
+            self._periodic.cancel()
+            self._periodic = None
+        for checkpoint_id in list(self._pending):
+            pending = self._pending[checkpoint_id]
+            if not pending.finalizing:
+                self._abort(pending, reason)
+
+    @property
+    def finalizing(self) -> bool:
+        """Whether a complete checkpoint's metadata is being written (a restore waits)."""
+        return any(p.finalizing for p in self._pending.values())
+
+    # Restore -----------------------------------------------------------------------------------
+
+    def restore(self, metadata: CheckpointMetadata) -> None:
+        """Continue from ``metadata`` (a restored checkpoint or savepoint): ids continue after
+        it, and it is the latest state until a newer checkpoint completes."""
+        self._restored = metadata
+        self._next_id = max(self._next_id, metadata.checkpoint_id + 1)
+
+    @property
+    def latest(self) -> CheckpointMetadata | None:
+        """The newest completed checkpoint, else the restored one, else None."""
+        return self._completed[-1] if self._completed else self._restored
+
+    @property
+    def next_checkpoint_id(self) -> int:
+        return self._next_id
+
+    # Triggering --------------------------------------------------------------------------------
+
+    def _periodic_trigger(self) -> None:
+        self._periodic = None
+        if not self._running:
+            return
+        wait = self._last_completion + self.settings.min_pause - self._clock.monotonic()
+        if wait <= 0 and len(self._pending) < self.settings.max_concurrent:
+            try:
+                self.trigger()
+            except CheckpointError as error:
+                logger.debug("job %s: no checkpoint now: %s", self._job.name, error)
+        self._periodic = self._schedule(self._periodic_trigger, max(self.settings.interval, wait))
+
+    def trigger(
+        self, *, is_savepoint: bool = False, savepoint_target: str | None = None
+    ) -> Future[CheckpointMetadata]:
+        """Start a checkpoint (or a savepoint) now.
+
+        Returns:
+            Future completed with the checkpoint's metadata once it is durable, or failed with
+            CheckpointError if it is declined, times out or the job fails over.
+
+        Raises:
+            CheckpointError: If not every task is RUNNING (nothing is started).
+        """
+        targets = self._context.checkpoint_targets()
+        if targets is None:
+            raise CheckpointError(f"job {self._job.name}: not every task is RUNNING")
+        checkpoint_id = self._next_id
+        self._next_id += 1
+        pending = _PendingCheckpoint(
+            checkpoint_id,
+            round(self._clock.time() * 1000),
+            self._clock.monotonic(),
+            is_savepoint,
+            savepoint_target,
+            {t.attempt_id: t for t in targets},
+        )
+        self._pending[checkpoint_id] = pending
+        self._history.append(
+            CheckpointRecord(checkpoint_id, "IN_PROGRESS", is_savepoint, pending.timestamp_ms)
+        )
+        pending.timeout_handle = self._schedule(
+            lambda: self._expire(checkpoint_id), self.settings.timeout
+        )
+        logger.info("job %s: triggering %s %d", self._job.name, _kind(pending), checkpoint_id)
+        for target in targets:
+            if target.trigger is not None:
+                sent = target.trigger(checkpoint_id, pending.timestamp_ms)
+                self._on_main_thread(
+                    sent, lambda f, t=target: self._trigger_sent(f, checkpoint_id, t)
+                )
+        return pending.future
+
+    def _trigger_sent(
+        self, sent: Future[Any], checkpoint_id: int, target: CheckpointTarget
+    ) -> None:
+        error = sent.exception()
+        if error is None and getattr(sent.result(), "success", True) is False:
+            error = RuntimeError(getattr(sent.result(), "description", "refused"))
+        if error is not None:
+            self.decline(target.attempt_id, checkpoint_id, f"trigger not delivered: {error}")
+
+    def _expire(self, checkpoint_id: int) -> None:
+        pending = self._pending.get(checkpoint_id)
+        if pending is not None and not pending.finalizing:
+            self._abort(pending, f"not complete within {self.settings.timeout:g} s")
+
+    # Acknowledgements --------------------------------------------------------------------------
+
+    def acknowledge(
+        self, attempt_id: ExecutionAttemptId, checkpoint_id: int, snapshot: TaskStateSnapshot
+    ) -> None:
+        """AcknowledgeCheckpoint of one task (late or unknown ones are ignored)."""
+        pending = self._pending.get(checkpoint_id)
+        if pending is None or pending.finalizing or attempt_id not in pending.targets:
+            logger.debug(
+                "ignoring acknowledgement of checkpoint %d by %s", checkpoint_id, attempt_id
+            )
+            return
+        pending.acks[attempt_id] = snapshot
+        if len(pending.acks) == len(pending.targets):
+            self._finalize(pending)
+
+    def decline(self, attempt_id: ExecutionAttemptId, checkpoint_id: int, reason: str) -> None:
+        """DeclineCheckpoint: the task cannot take it; the checkpoint is aborted."""
+        pending = self._pending.get(checkpoint_id)
+        if pending is not None and not pending.finalizing and attempt_id in pending.targets:
+            self._abort(pending, f"declined by {attempt_id[:8]}: {reason}")
+
+    def _finalize(self, pending: _PendingCheckpoint) -> None:
+        pending.finalizing = True
+        if pending.timeout_handle is not None:
+            pending.timeout_handle.cancel()
+        vertices: dict[JobVertexId, VertexState] = {
+            v.vertex_id: VertexState(v.vertex_id, v.name, v.parallelism) for v in self._job.vertices
+        }
+        for attempt_id, snapshot in pending.acks.items():
+            target = pending.targets[attempt_id]
+            vertices[target.vertex_id].subtasks[target.subtask_index] = snapshot
+        metadata = CheckpointMetadata(
+            job_id=self._job.job_id,
+            job_name=self._job.name,
+            checkpoint_id=pending.checkpoint_id,
+            timestamp_ms=pending.timestamp_ms,
+            completed_ms=round(self._clock.time() * 1000),
+            is_savepoint=False,
+            max_parallelism=self._job.max_parallelism,
+            vertices=list(vertices.values()),
+        )
+        directory = self.storage.checkpoint_directory(self._job.job_id, pending.checkpoint_id)
+
+        def write() -> tuple[CheckpointMetadata, CheckpointMetadata | None]:
+            written = self.storage.write(metadata, directory)
+            if pending.is_savepoint:
+                return written, self.storage.write_savepoint(written, pending.savepoint_target)
+            return written, None
+
+        self._on_main_thread(self._io.submit(write), lambda f: self._written(pending, f))
+
+    def _written(
+        self,
+        pending: _PendingCheckpoint,
+        writing: Future[tuple[CheckpointMetadata, CheckpointMetadata | None]],
+    ) -> None:
+        self._pending.pop(pending.checkpoint_id, None)
+        if writing.exception() is not None:
+            pending.finalizing = False
+            self._abort(pending, f"writing the metadata failed: {writing.exception()!r}")
+            return
+        checkpoint, savepoint = writing.result()
+        shown = savepoint or checkpoint
+        duration_ms = round((self._clock.monotonic() - pending.started) * 1000)
+        self._last_completion = self._clock.monotonic()
+        self.counts["completed"] += 1
+        self._record(pending, "COMPLETED", duration_ms, shown.state_size_bytes, shown.location)
+        self._completed.append(checkpoint)  # a savepoint's checkpoint serves failover too
+        while len(self._completed) > self.settings.num_retained:
+            self._io.submit(self.storage.discard, self._completed.popleft())
+        logger.info(
+            "job %s: %s %d complete in %d ms (%d bytes of state) at %s",
+            self._job.name,
+            _kind(pending),
+            pending.checkpoint_id,
+            duration_ms,
+            shown.state_size_bytes,
+            shown.location,
+        )
+        self._context.checkpoint_completed(checkpoint)
+        pending.future.set_result(shown)
+
+    def _abort(self, pending: _PendingCheckpoint, reason: str) -> None:
+        self._pending.pop(pending.checkpoint_id, None)
+        if pending.timeout_handle is not None:
+            pending.timeout_handle.cancel()
+        duration_ms = round((self._clock.monotonic() - pending.started) * 1000)
+        self.counts["failed"] += 1
+        self._record(pending, "FAILED", duration_ms, failure=reason)
+        logger.warning(
+            "job %s: %s %d aborted: %s",
+            self._job.name,
+            _kind(pending),
+            pending.checkpoint_id,
+            reason,
+        )
+        directory = self.storage.checkpoint_directory(self._job.job_id, pending.checkpoint_id)
+        self._io.submit(self.storage.discard_directory, directory)
+        if not pending.future.done():
+            pending.future.set_exception(
+                CheckpointError(f"{_kind(pending)} {pending.checkpoint_id} aborted: {reason}")
+            )
+
+    def _record(
+        self,
+        pending: _PendingCheckpoint,
+        status: str,
+        duration_ms: int,
+        size: int = 0,
+        location: str = "",
+        failure: str = "",
+    ) -> None:
+        record = CheckpointRecord(
+            pending.checkpoint_id,
+            status,
+            pending.is_savepoint,
+            pending.timestamp_ms,
+            duration_ms,
+            size,
+            location,
+            failure,
+        )
+        self._history = deque(
+            [r for r in self._history if r.checkpoint_id != pending.checkpoint_id], _HISTORY
+        )
+        self._history.append(record)
+
+    # Statistics --------------------------------------------------------------------------------
+
+    def history(self) -> list[CheckpointRecord]:
+        """The newest checkpoints, oldest first."""
+        return list(self._history)
+
+    @property
+    def in_progress(self) -> int:
+        return len(self._pending)
+
+    def retained(self) -> list[CheckpointMetadata]:
+        """Completed checkpoints kept, oldest first."""
+        return list(self._completed)
+
+    def discard_retained(self) -> None:
+        """Delete every retained checkpoint (the job finished: they are no longer needed)."""
+        while self._completed:
+            self._io.submit(self.storage.discard, self._completed.popleft())
+
+
+def _kind(pending: _PendingCheckpoint) -> str:
+    return "savepoint" if pending.is_savepoint else "checkpoint"

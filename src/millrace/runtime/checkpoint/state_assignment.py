@@ -1,0 +1,107 @@
+"""StateAssignment: which task restores what from a checkpoint, at any parallelism (Flink's
+StateAssignmentOperation).
+
+Keyed state moves in key groups: new subtask ``i`` gets every state file whose key-group range
+meets its own (``key_group_range``) and keeps only its key groups' rows. Source state is not
+tied to subtasks: the finished splits are left out of the enumeration and the open ones are
+handed out again with their positions, to whichever subtask asks (``SourceCoordinator``).
+Vertices are matched by id, which is stable across runs of the same pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from millrace.errors import CheckpointError
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
+from millrace.runtime.checkpoint.key_groups import KeyGroupRange, key_group_range
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.io.input_split import SplitState
+from millrace.runtime.io.partition_events import MIN_WATERMARK
+from millrace.runtime.jobgraph import JobGraph
+
+__all__ = ["RestoredSourceState", "StateAssignment", "assign_state"]
+
+
+@dataclass(frozen=True)
+class RestoredSourceState:
+    """A source vertex's restored splits.
+
+    Attributes:
+        finished: Ids of the splits read to the end before the checkpoint.
+        open: Splits begun and not finished, with their positions.
+    """
+
+    finished: frozenset[str] = frozenset()
+    open: tuple[SplitState, ...] = ()
+
+
+@dataclass(frozen=True)
+class StateAssignment:
+    """What every task and source coordinator of a job restores.
+
+    Attributes:
+        checkpoint_id: The restored checkpoint.
+        tasks: (vertex id, subtask index) -> the task's restore snapshot.
+        sources: Source vertex id -> its restored splits.
+    """
+
+    checkpoint_id: int
+    tasks: dict[tuple[str, int], TaskStateSnapshot] = field(default_factory=dict)
+    sources: dict[str, RestoredSourceState] = field(default_factory=dict)
+
+
+def assign_state(metadata: CheckpointMetadata, job_graph: JobGraph) -> StateAssignment:
+    """Distribute ``metadata`` over ``job_graph``'s subtasks.
+
+    Raises:
+        CheckpointError: If the max parallelism differs, or state belongs to a vertex the job
+            does not have (the pipeline changed).
+    """
+    if metadata.max_parallelism != job_graph.max_parallelism:
+        raise CheckpointError(
+            f"the checkpoint has {metadata.max_parallelism} key groups, the job "
+            f"{job_graph.max_parallelism} (pipeline.max-parallelism must stay the same)"
+        )
+    vertices = {v.vertex_id: v for v in job_graph.vertices}
+    assignment = StateAssignment(metadata.checkpoint_id)
+    for state in metadata.vertices:
+        vertex = vertices.get(state.vertex_id)
+        if vertex is None:
+            if not state.finished_splits and not any(
+                _has_state(s) for s in state.subtasks.values()
+            ):
+                continue  # a stateless vertex of the old pipeline: nothing to restore
+            raise CheckpointError(
+                f"the checkpoint holds state of {state.name!r} (vertex {state.vertex_id}), "
+                f"which job {job_graph.name!r} does not have; was the pipeline changed?"
+            )
+        snapshots = list(state.subtasks.items())
+        if vertex.is_source:
+            finished = frozenset(state.finished_splits).union(
+                f for _, s in snapshots for f in s.finished_splits
+            )
+            open_splits = tuple(
+                x for _, s in snapshots for x in s.split_states if x.split.split_id not in finished
+            )
+            assignment.sources[vertex.vertex_id] = RestoredSourceState(finished, open_splits)
+        for index in range(vertex.parallelism):
+            own = key_group_range(job_graph.max_parallelism, vertex.parallelism, index)
+            handles = tuple(
+                h
+                for _, s in snapshots
+                for h in s.keyed_state
+                if own.intersects(KeyGroupRange(h.key_group_start, h.key_group_end))
+            )
+            if vertex.parallelism == state.parallelism and index in state.subtasks:
+                watermark = state.subtasks[index].watermark_ms
+            else:
+                watermark = min((s.watermark_ms for _, s in snapshots), default=MIN_WATERMARK)
+            assignment.tasks[(vertex.vertex_id, index)] = TaskStateSnapshot(
+                keyed_state=handles, watermark_ms=watermark
+            )
+    return assignment
+
+
+def _has_state(snapshot: TaskStateSnapshot) -> bool:
+    return bool(snapshot.keyed_state or snapshot.split_states or snapshot.finished_splits)

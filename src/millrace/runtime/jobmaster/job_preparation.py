@@ -1,0 +1,87 @@
+"""What a JobMaster prepares before (re)deploying a job, in its I/O executor.
+
+It loads the user's source and sink connectors from the JobGraph, asks each source's enumerator
+for its splits and wraps it in a SourceCoordinator, and, when the job restores (a failover to
+the latest checkpoint, or a new job started from a savepoint), reads the checkpoint and
+distributes its state over the job's subtasks (``assign_state``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.state_assignment import (
+    RestoredSourceState,
+    StateAssignment,
+    assign_state,
+)
+from millrace.runtime.jobgraph import JobGraph, OperatorKind
+from millrace.runtime.jobmaster.sink_committer import SinkKey
+from millrace.runtime.source.source_coordinator import SourceCoordinator
+from millrace.types import JobVertexId
+
+__all__ = ["PreparedJob", "prepare_job"]
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    """A job ready to deploy.
+
+    Attributes:
+        sources: Source vertex -> its coordinator (splits discovered, restored positions).
+        sinks: Sink connectors by (vertex id, chain position).
+        restored: The checkpoint or savepoint restored from, if any.
+        assignment: Its state, per subtask and source, if any.
+    """
+
+    sources: dict[JobVertexId, SourceCoordinator]
+    sinks: dict[SinkKey, Any]
+    restored: CheckpointMetadata | None = None
+    assignment: StateAssignment | None = None
+
+
+def prepare_job(
+    job_graph: JobGraph,
+    storage: CheckpointStorage,
+    restore_from: CheckpointMetadata | None = None,
+    savepoint_path: str | None = None,
+) -> PreparedJob:
+    """Load connectors, discover splits, assign restored state. Blocking I/O.
+
+    Args:
+        job_graph: The job.
+        storage: Reads the savepoint.
+        restore_from: The checkpoint a failover restores, if any.
+        savepoint_path: A savepoint or retained checkpoint to start from, if any (used when
+            ``restore_from`` is None).
+
+    Raises:
+        CheckpointError: If the savepoint cannot be read or does not fit the job.
+        UserCodeError: If a connector cannot be loaded here.
+        Exception: Whatever a source's first discovery raises (e.g. no input files).
+    """
+    restored = restore_from
+    if restored is None and savepoint_path:
+        restored = storage.read(savepoint_path)
+    assignment = assign_state(restored, job_graph) if restored is not None else None
+    sources: dict[JobVertexId, SourceCoordinator] = {}
+    sinks: dict[SinkKey, Any] = {}
+    for vertex in job_graph.vertices:
+        for position, op in enumerate(vertex.operators):
+            if op.kind is OperatorKind.SOURCE:
+                source_op = op.deserialize()
+                source = source_op.source
+                enumerator = source.create_enumerator(source_op.event_time)
+                state = (
+                    assignment.sources.get(vertex.vertex_id) if assignment else None
+                ) or RestoredSourceState()
+                coordinator = SourceCoordinator(
+                    op.name, enumerator, source.boundedness, state.finished, state.open
+                )
+                coordinator.add_discovered(enumerator.discover())
+                sources[vertex.vertex_id] = coordinator
+            elif op.kind is OperatorKind.SINK:
+                sinks[(vertex.vertex_id, position)] = op.deserialize().sink
+    return PreparedJob(sources, sinks, restored, assignment)

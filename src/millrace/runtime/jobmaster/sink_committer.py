@@ -1,0 +1,98 @@
+"""SinkCommitter: the global committer of a job's sinks (two-phase commit's second phase).
+
+Commits run in checkpoint order on one thread of their own, never on the JobMaster's main
+thread: a completed checkpoint's staged sink data is committed (idempotently: a replay is a
+no-op), a restore first commits the restored checkpoint again (its commit may not have finished
+before the failure) and then aborts every other staged data, and a bounded job's end commits
+what its finishing tasks staged after the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
+
+__all__ = ["SinkCommitter", "SinkKey"]
+
+logger = logging.getLogger(__name__)
+
+SinkKey = tuple[str, int]
+"""(vertex id, position of the sink operator in the vertex's chain)."""
+
+
+class SinkCommitter:
+    """Commits and aborts the sinks of one job.
+
+    Args:
+        job_id: The job.
+
+    Threading:
+        Any thread submits; the work runs on the committer's own thread, in submission order.
+    """
+
+    def __init__(self, job_id: str) -> None:
+        self._job_id = job_id
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"committer-{job_id[:8]}")
+        self._sinks: dict[SinkKey, Any] = {}
+
+    def set_sinks(self, sinks: Mapping[SinkKey, Any]) -> None:
+        """The job's sink connectors (loaded by the JobMaster's preparation)."""
+        self._sinks = dict(sinks)
+
+    def initialize(self) -> None:
+        """Blocking, on the caller's thread (the I/O executor): prepare every sink."""
+        for sink in self._sinks.values():
+            sink.initialize_global(self._job_id)
+
+    def commit(self, metadata: CheckpointMetadata) -> Future[None]:
+        """Commit what ``metadata`` pre-committed."""
+        return self._executor.submit(self._commit, metadata)
+
+    def _commit(self, metadata: CheckpointMetadata) -> None:
+        for key, handles in metadata.sink_pending().items():
+            sink = self._sinks.get(key)
+            if sink is not None:
+                sink.commit(self._job_id, metadata.checkpoint_id, handles)
+        if metadata.sink_pending():
+            logger.info("job %s: committed checkpoint %d", self._job_id, metadata.checkpoint_id)
+
+    def restore(self, metadata: CheckpointMetadata | None) -> Future[None]:
+        """Commit ``metadata`` again (a no-op if done), then abort all other staged data."""
+
+        def run() -> None:
+            if metadata is not None:
+                self._commit(metadata)
+            self._abort()
+
+        return self._executor.submit(run)
+
+    def finish(self, attempts: Mapping[str, set[str]], commit_id: int) -> Future[None]:
+        """A bounded job finished: commit what its final attempts (vertex id -> attempt ids)
+        staged since the last checkpoint, under ``commit_id``; drop the rest."""
+
+        def run() -> None:
+            for (vertex_id, _), sink in self._sinks.items():
+                handles = sink.pending(self._job_id, attempts.get(vertex_id, set()))
+                sink.commit(self._job_id, commit_id, handles)
+            self._abort()
+
+        return self._executor.submit(run)
+
+    def abort(self) -> Future[None]:
+        """Drop every staged data of the job (it failed or was cancelled)."""
+        return self._executor.submit(self._abort)
+
+    def _abort(self) -> None:
+        for sink in self._sinks.values():
+            try:
+                sink.abort(self._job_id)
+            except Exception:
+                logger.exception("aborting %s failed", sink.describe())
+
+    def close(self) -> None:
+        """Finish queued work and stop the thread (does not wait)."""
+        self._executor.shutdown(wait=False)

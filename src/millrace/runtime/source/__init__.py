@@ -1,0 +1,1 @@
+"""The JobMaster's side of sources: one SourceCoordinator per source vertex."""

@@ -1,0 +1,81 @@
+"""SourceCoordinator: the JobMaster's side of one source vertex (Flink's SourceCoordinator).
+
+It owns the source's SplitEnumerator, adds what discovery finds (ignoring splits seen before),
+and answers RequestNextInputSplit (seed 000). Restored from a checkpoint, it keeps the splits
+that were finished out of the enumeration and hands the open ones out again with their read
+positions, so sources rewind exactly to the checkpoint (Kafka offsets, file rows).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+
+from millrace.api.connector.source import Boundedness, SplitEnumerator
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
+
+__all__ = ["SourceCoordinator"]
+
+logger = logging.getLogger(__name__)
+
+
+class SourceCoordinator:
+    """Split assignment of one source vertex.
+
+    Args:
+        name: The source's name (logs).
+        enumerator: The source's enumerator.
+        boundedness: Whether the source ends; an unbounded one keeps ``more_expected`` set.
+        restored_finished: Ids of the splits a restored checkpoint had finished.
+        restored_open: Splits a restored checkpoint had begun, with their positions.
+
+    Threading:
+        JobMaster main thread only (``enumerator.discover`` is called by the JobMaster in its
+        I/O executor; its result comes back through ``add_discovered``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        enumerator: SplitEnumerator,
+        boundedness: Boundedness,
+        restored_finished: Iterable[str] = (),
+        restored_open: Iterable[SplitState] = (),
+    ) -> None:
+        self.name = name
+        self.enumerator = enumerator
+        self.bounded = boundedness is Boundedness.BOUNDED
+        self._finished = set(restored_finished)
+        self._positions = {s.split.split_id: s.position for s in restored_open}
+        self._seen: set[str] = set()
+
+    def add_discovered(self, splits: Iterable[InputSplit]) -> int:
+        """Add newly discovered splits; returns how many were new (not seen, not finished)."""
+        fresh = []
+        for split in splits:
+            split_id = split.split_id
+            if split_id in self._seen or split_id in self._finished:
+                continue
+            self._seen.add(split_id)
+            fresh.append(split)
+        if fresh:
+            self.enumerator.add_splits(fresh)
+            logger.info("source %s: %d new splits", self.name, len(fresh))
+        return len(fresh)
+
+    def next_split(self, subtask_index: int, parallelism: int) -> NextInputSplit:
+        """RequestNextInputSplit of subtask ``subtask_index``."""
+        reply = self.enumerator.next_split(subtask_index, parallelism)
+        if reply.split is None:
+            return replace(reply, more_expected=not self.bounded)
+        position = self._positions.pop(reply.split.split_id, 0)
+        return replace(reply, position=position)
+
+    @property
+    def splits_total(self) -> int:
+        return self.enumerator.splits_total + len(self._finished)
+
+    @property
+    def splits_assigned(self) -> int:
+        return self.enumerator.splits_assigned + len(self._finished)
