@@ -1,4 +1,4 @@
-"""ResultPartition long polls and the InputGate's per-channel watermarks."""
+"""ResultPartition long polls; the InputGate's per-channel watermarks and barrier alignment."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from concurrent.futures import Future
 import pytest
 
 from millrace.runtime.deployment import InputChannelDescriptor
-from millrace.runtime.io.input_gate import InputGate
+from millrace.runtime.io.input_gate import BARRIER_CHANNEL, InputGate
 from millrace.runtime.io.partition_events import (
     MIN_WATERMARK,
+    CheckpointBarrier,
     DataBundle,
     EndOfPartition,
     PartitionEvents,
@@ -108,3 +109,67 @@ def test_gate_returns_nothing_after_the_timeout() -> None:
     producers = Producers(1)
     gate = InputGate(producers.channels, producers.poll)
     assert gate.poll_next(0.01) == []
+
+
+def drain(gate: InputGate, rounds: int = 20) -> list[tuple[int, object]]:
+    seen: list[tuple[int, object]] = []
+    for _ in range(rounds):
+        seen += gate.poll_next(0.05)
+    return seen
+
+
+def test_aligned_gate_holds_a_channel_back_after_its_barrier_until_all_arrived() -> None:
+    producers = Producers(2)
+    gate = InputGate(producers.channels, producers.poll, aligned=True)
+    fast, slow = producers.partitions
+    fast.add(0, DataBundle("fast-1", 1))
+    fast.add(0, CheckpointBarrier(1, 0))
+    fast.add(0, DataBundle("fast-2", 1))  # after the barrier: not part of checkpoint 1
+    slow.add(0, DataBundle("slow-1", 1))
+    seen = drain(gate)
+    assert DataBundle("fast-2", 1) not in [e for _, e in seen]
+    assert gate.aligning == 1
+    assert not any(isinstance(e, CheckpointBarrier) for _, e in seen)
+
+    slow.add(0, CheckpointBarrier(1, 0))
+    seen += drain(gate)
+    events = [e for _, e in seen]
+    barrier_at = events.index(CheckpointBarrier(1, 0))
+    assert set(events[:barrier_at]) == {DataBundle("fast-1", 1), DataBundle("slow-1", 1)}
+    assert events[barrier_at + 1 :] == [DataBundle("fast-2", 1)]
+    assert [c for c, e in seen if isinstance(e, CheckpointBarrier)] == [BARRIER_CHANNEL]
+    assert gate.aligning is None
+
+
+def test_unaligned_gate_lets_records_overtake_and_hands_the_barrier_over_last() -> None:
+    producers = Producers(2)
+    gate = InputGate(producers.channels, producers.poll, aligned=False)
+    fast, slow = producers.partitions
+    fast.add(0, CheckpointBarrier(1, 0))
+    fast.add(0, DataBundle("fast-2", 1))
+    seen = drain(gate)
+    assert [e for _, e in seen] == [DataBundle("fast-2", 1)]  # at least once: not held
+    slow.add(0, CheckpointBarrier(1, 0))
+    assert [e for _, e in drain(gate)] == [CheckpointBarrier(1, 0)]
+
+
+def test_a_finished_channel_counts_as_aligned() -> None:
+    producers = Producers(2)
+    gate = InputGate(producers.channels, producers.poll)
+    producers.partitions[0].add(0, CheckpointBarrier(3, 0))
+    producers.partitions[1].broadcast(EndOfPartition())
+    assert CheckpointBarrier(3, 0) in [e for _, e in drain(gate)]
+
+
+def test_a_newer_barrier_abandons_an_unfinished_alignment() -> None:
+    producers = Producers(2)
+    gate = InputGate(producers.channels, producers.poll)
+    a, b = producers.partitions
+    a.add(0, CheckpointBarrier(1, 0))  # checkpoint 1 never reaches b (it was aborted)
+    a.add(0, DataBundle("a-2", 1))
+    a.add(0, CheckpointBarrier(2, 0))
+    drain(gate)
+    b.add(0, CheckpointBarrier(2, 0))
+    events = [e for _, e in drain(gate)]
+    assert DataBundle("a-2", 1) in events and CheckpointBarrier(2, 0) in events
+    assert CheckpointBarrier(1, 0) not in events

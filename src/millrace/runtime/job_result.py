@@ -45,6 +45,7 @@ class JobDetails:
         vertices: Per JobVertex details, in topological order.
         splits_total, splits_assigned: Input splits of the sources.
         restarts: How often the job restarted after failures.
+        checkpoints: Checkpoints (and savepoints) completed.
     """
 
     job_id: JobId
@@ -56,6 +57,7 @@ class JobDetails:
     splits_total: int = 0
     splits_assigned: int = 0
     restarts: int = 0
+    checkpoints: int = 0
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ the chained transforms and stages the result in the sinks. At the end of bounded
 producers' final MAX watermark fires every remaining window (Flink's semantics). When too many
 files accumulate without a firing, they are compacted into one (one Spark job).
 
-Checkpoints: when the gate hands over an aligned barrier, the task fires what is ready, writes
-its pending rows (the unfired windows) as one Parquet file under the checkpoint directory —
-with pyarrow, no Spark job — and acknowledges with that file's key-group range, the fired
-watermark and the sink data staged since the previous barrier (pre-commit). Restored, it reads
+Checkpoints: when the gate hands over an aligned barrier, the task writes its pending rows (the
+unfired windows) as one Parquet file under the checkpoint directory — with pyarrow, no Spark
+job — and acknowledges with that file's key-group range, the fired watermark and the sink data
+staged since the previous barrier (pre-commit). Restored, it reads
 the rows of its own key groups from the restored files, whatever parallelism wrote them.
 """
 
@@ -31,7 +31,6 @@ from millrace.errors import PipelineError
 from millrace.runtime.checkpoint.checkpoint_storage import task_state_path
 from millrace.runtime.checkpoint.key_groups import key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
-from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.partition_events import (
     MIN_WATERMARK,
     CheckpointBarrier,
@@ -87,7 +86,7 @@ class WindowStreamTask(SparkStreamTask):
             env.check_cancelled()
             events = gate.poll_next(poll_timeout)
             while events:  # take whatever else already arrived before deciding to fire
-                self._accept(events, gate)
+                self._accept(events)
                 events = gate.poll_next(0) if not gate.finished else []
             if self._ready(gate.watermark):
                 self._fire(gate.watermark)
@@ -99,13 +98,13 @@ class WindowStreamTask(SparkStreamTask):
         self.report_clock(self._fired, force=True)
         gate.close()
 
-    def _accept(self, events: list[tuple[int, PartitionEvent]], gate: InputGate) -> None:
+    def _accept(self, events: list[tuple[int, PartitionEvent]]) -> None:
         for _, event in events:
             if isinstance(event, DataBundle):
                 self._files.append(event)
                 self.environment.metrics.records_in += event.rows
             elif isinstance(event, CheckpointBarrier):
-                self._checkpoint(event, gate)
+                self._checkpoint(event)
 
     # Firing ------------------------------------------------------------------------------------
 
@@ -212,13 +211,16 @@ class WindowStreamTask(SparkStreamTask):
 
     # Checkpoints -------------------------------------------------------------------------------
 
-    def _checkpoint(self, barrier: CheckpointBarrier, gate: InputGate) -> None:
-        """The barrier arrived on every input: fire what is ready, snapshot the unfired
-        windows, pre-commit the sinks, acknowledge, pass the barrier on."""
+    def _checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """The barrier arrived on every input: snapshot the unfired windows, pre-commit the
+        sinks, acknowledge, pass the barrier on.
+
+        Nothing fires here: the gate's watermark may already include watermarks that follow
+        the barrier while the bundles before them are still to be accepted; windows ready at
+        the barrier fire right after it, and their output belongs to the next checkpoint.
+        """
         env = self.environment
         started = time.perf_counter()
-        if self._ready(gate.watermark):
-            self._fire(gate.watermark)
         handles = self._snapshot_keyed_state(barrier.checkpoint_id)
         snapshot = TaskStateSnapshot(
             keyed_state=handles, sink_pending=self.take_staged(), watermark_ms=self._fired

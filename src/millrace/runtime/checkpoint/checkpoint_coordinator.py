@@ -331,7 +331,13 @@ class CheckpointCoordinator:
         if pending.timeout_handle is not None:
             pending.timeout_handle.cancel()
         vertices: dict[JobVertexId, VertexState] = {
-            v.vertex_id: VertexState(v.vertex_id, v.name, v.parallelism) for v in self._job.vertices
+            v.vertex_id: VertexState(
+                v.vertex_id,
+                v.name,
+                v.parallelism,
+                finished_splits=self._context.restored_finished_splits(v.vertex_id),
+            )
+            for v in self._job.vertices
         }
         for attempt_id, snapshot in pending.acks.items():
             target = pending.targets[attempt_id]

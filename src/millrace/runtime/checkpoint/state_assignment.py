@@ -4,7 +4,9 @@ StateAssignmentOperation).
 Keyed state moves in key groups: new subtask ``i`` gets every state file whose key-group range
 meets its own (``key_group_range``) and keeps only its key groups' rows. Source state is not
 tied to subtasks: the finished splits are left out of the enumeration and the open ones are
-handed out again with their positions, to whichever subtask asks (``SourceCoordinator``).
+handed out again with their positions, to whichever subtask asks (``SourceCoordinator``); every
+source subtask resumes at the lowest watermark any of them had, so that no record read again is
+judged late.
 Vertices are matched by id, which is stable across runs of the same pipeline.
 """
 
@@ -93,9 +95,18 @@ def assign_state(metadata: CheckpointMetadata, job_graph: JobGraph) -> StateAssi
                 for h in s.keyed_state
                 if own.intersects(KeyGroupRange(h.key_group_start, h.key_group_end))
             )
-            if vertex.parallelism == state.parallelism and index in state.subtasks:
+            keyed_same_subtask = (
+                not vertex.is_source
+                and vertex.parallelism == state.parallelism
+                and index in state.subtasks
+            )
+            if keyed_same_subtask:
                 watermark = state.subtasks[index].watermark_ms
             else:
+                # Sources: any subtask may get any unfinished split back, and each split's
+                # records are later than its old owner's watermark, so the minimum is the
+                # highest watermark that makes none of them late. Rescaled windows: the
+                # minimum of the subtasks whose key groups they inherit.
                 watermark = min((s.watermark_ms for _, s in snapshots), default=MIN_WATERMARK)
             assignment.tasks[(vertex.vertex_id, index)] = TaskStateSnapshot(
                 keyed_state=handles, watermark_ms=watermark

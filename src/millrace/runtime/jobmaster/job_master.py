@@ -832,6 +832,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             sum(s.splits_total for s in self._sources.values()),
             sum(s.splits_assigned for s in self._sources.values()),
             self.restarts,
+            self.checkpoints.counts["completed"],
         )
 
     def _gateway_of(self, execution: Execution) -> TaskExecutorGateway | None:

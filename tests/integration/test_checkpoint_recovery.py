@@ -1,0 +1,113 @@
+"""Checkpoints of the flight-delays job on the embedded cluster, and recovery from them.
+
+A TaskManager is lost after a checkpoint completed: the job restores that checkpoint (sources
+resume after the splits it had finished, window state and watermarks come back, staged sink
+data that no checkpoint covered is dropped) and the committed output equals pandas on the same
+files, row by row.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from millrace import Configuration, StreamExecutionEnvironment
+from millrace.errors import JobSubmissionError
+from millrace.runtime.client.job_client import NO_TIMEOUT
+from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.job_result import JobResultSuccess
+from millrace.runtime.minicluster import MiniCluster
+from tests.integration.helpers import (
+    assert_same_result,
+    expected_flight_delays,
+    load_example,
+    read_flights,
+    read_output,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+WAIT = 120.0
+FLIGHTS = 336_776
+
+
+def configuration(tmp_path, **extra: object) -> Configuration:
+    return Configuration(
+        {
+            "parallelism.default": 2,
+            "minicluster.number-of-taskmanagers": 3,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "execution.bundle.max-records": 30_000,  # one month per bundle
+            "execution.checkpointing.interval": "200 ms",
+            "state.checkpoints.num-retained": 2,
+            "heartbeat.interval": "100 ms",
+            "heartbeat.pause": "1 s",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "100 ms",
+            **extra,
+        }
+    )
+
+
+def test_task_manager_lost_after_a_checkpoint_restores_it_and_output_is_exact(
+    spark, flights_dir, tmp_path
+) -> None:
+    conf = configuration(tmp_path)
+    env = StreamExecutionEnvironment(conf, spark)
+    load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
+    graph = env.get_job_graph("flight-delays-checkpointed")
+    with MiniCluster(conf, spark_session=spark) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        waiting = cluster.job_client.submit_job_wait(graph)
+
+        def statistics():  # type: ignore[no-untyped-def]
+            return dispatcher.request_checkpoint_statistics(graph.job_id).result(30)
+
+        def progress() -> tuple[int, int]:
+            try:
+                splits = dispatcher.request_job_details(graph.job_id).result(30).splits_assigned
+                return statistics().completed, splits
+            except JobSubmissionError:  # not submitted yet
+                return 0, 0
+
+        deadline = time.monotonic() + WAIT
+        while (done := progress())[0] < 2 or done[1] < 5:
+            assert time.monotonic() < deadline and not waiting.done(), "no checkpoint completed"
+            time.sleep(0.05)
+        before = statistics()
+        rm = cluster.resource_manager
+        assert rm is not None
+        infos = rm.call_async(rm.request_task_manager_infos).result(30)
+        busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
+        victim = next(te for te in cluster.task_executors if te.resource_id == busy)
+        victim.close_async().result(30)
+        result = waiting.result(timeout=NO_TIMEOUT)
+
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts >= 1
+    assert before.completed >= 2 and before.retained
+    source = result.details.vertices[0]
+    # the restored sources read only what the checkpoint had not finished
+    assert source.metrics.records_in < FLIGHTS
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
+    assert not list((tmp_path / "out").glob(".pending/*"))
+
+
+def test_frequent_checkpoints_leave_the_output_unchanged(spark, flights_dir, tmp_path) -> None:
+    conf = configuration(tmp_path, **{"execution.checkpointing.interval": "50 ms"})
+    env = StreamExecutionEnvironment(conf, spark)
+    load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
+    graph = env.get_job_graph("flight-delays-checkpointed")
+    with MiniCluster(conf, spark_session=spark) as cluster:
+        result = cluster.job_client.submit_job_wait(graph).result(timeout=NO_TIMEOUT)
+    assert isinstance(result, JobResultSuccess) and result.details.restarts == 0
+    assert result.details.checkpoints >= 3
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
+    assert not list((tmp_path / "tmp" / "checkpoints").glob("*/chk-*")), "kept after the end"

@@ -1,0 +1,203 @@
+"""The CheckpointCoordinator on a ManualClock: triggers, acknowledgements, completion, aborts.
+
+The JobMaster's main thread, its I/O executor and its scheduled runs are played by this test
+(inline), so everything is deterministic and nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor, Future
+from typing import Any
+
+import pytest
+
+from millrace.clock import ManualClock
+from millrace.errors import CheckpointError
+from millrace.runtime.checkpoint.checkpoint_coordinator import (
+    CheckpointCoordinator,
+    CheckpointSettings,
+    CheckpointTarget,
+)
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.jobgraph import JobGraph, JobVertex
+from millrace.types import ExecutionAttemptId, JobVertexId
+
+
+class InlineExecutor(Executor):
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+
+class Job:
+    """Plays the JobMaster: its tasks, its scheduled runs, the completed checkpoints."""
+
+    def __init__(self, tmp_path, **settings: Any) -> None:
+        self.clock = ManualClock(1000.0)
+        self.due: list[tuple[float, Any]] = []
+        self.running = True
+        self.triggered: list[tuple[str, int]] = []
+        self.completed: list[CheckpointMetadata] = []
+        source = JobVertex("source", 2, "m:S", (), True, "src")
+        window = JobVertex("window", 1, "m:W", (), False, "win")
+        self.graph = JobGraph("job", [source, window], [], 128, "job-1")
+        self.coordinator = CheckpointCoordinator(
+            self.graph,
+            CheckpointSettings(**{"interval": 1.0, **settings}),
+            CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp")),
+            self.clock,
+            self.schedule,
+            lambda future, fn: future.add_done_callback(fn),
+            InlineExecutor(),
+            self,
+        )
+
+    def schedule(self, fn, delay: float):  # type: ignore[no-untyped-def]
+        entry = [self.clock.monotonic() + delay, fn]
+        self.due.append(entry)
+
+        class Handle:
+            def cancel(self_inner) -> None:
+                if entry in self.due:
+                    self.due.remove(entry)
+
+        return Handle()
+
+    def advance(self, seconds: float) -> None:
+        end = self.clock.monotonic() + seconds
+        while True:
+            ready = sorted((e for e in self.due if e[0] <= end), key=lambda e: e[0])
+            if not ready:
+                break
+            entry = ready[0]
+            self.due.remove(entry)
+            self.clock.advance(max(0.0, entry[0] - self.clock.monotonic()))
+            entry[1]()
+        self.clock.advance(end - self.clock.monotonic())
+
+    def trigger(self, attempt: str, checkpoint_id: int, timestamp_ms: int) -> Future[Any]:
+        self.triggered.append((attempt, checkpoint_id))
+        done: Future[Any] = Future()
+        done.set_result(None)
+        return done
+
+    def checkpoint_targets(self) -> list[CheckpointTarget] | None:
+        if not self.running:
+            return None
+        return [
+            CheckpointTarget(
+                ExecutionAttemptId("s0"),
+                JobVertexId("src"),
+                0,
+                lambda c, t: self.trigger("s0", c, t),
+            ),
+            CheckpointTarget(
+                ExecutionAttemptId("s1"),
+                JobVertexId("src"),
+                1,
+                lambda c, t: self.trigger("s1", c, t),
+            ),
+            CheckpointTarget(ExecutionAttemptId("w0"), JobVertexId("win"), 0),
+        ]
+
+    def checkpoint_completed(self, metadata: CheckpointMetadata) -> None:
+        self.completed.append(metadata)
+
+    def restored_finished_splits(self, vertex_id: JobVertexId) -> tuple[str, ...]:
+        return ("restored-split",) if vertex_id == "src" else ()
+
+    def ack_all(self, checkpoint_id: int) -> None:
+        for attempt in ("s0", "s1", "w0"):
+            self.coordinator.acknowledge(
+                ExecutionAttemptId(attempt),
+                checkpoint_id,
+                TaskStateSnapshot(watermark_ms=checkpoint_id),
+            )
+
+
+@pytest.fixture
+def job(tmp_path) -> Job:
+    return Job(tmp_path)
+
+
+def test_periodic_checkpoints_trigger_the_sources_only_when_every_task_runs(job) -> None:
+    job.running = False
+    job.coordinator.start()
+    job.advance(2.5)
+    assert job.triggered == []
+    job.running = True
+    job.advance(1.0)
+    assert job.triggered == [("s0", 1), ("s1", 1)]
+
+
+def test_all_acknowledgements_complete_a_checkpoint_with_durable_metadata(job, tmp_path) -> None:
+    done = job.coordinator.trigger()
+    job.ack_all(1)
+    metadata = done.result(0)
+    assert (tmp_path / "chk" / "job-1" / "chk-1" / "_metadata").exists()
+    assert job.completed == [metadata]
+    assert metadata.vertex("win").subtasks[0].watermark_ms == 1
+    assert metadata.vertex("src").finished_splits == ("restored-split",)
+    assert job.coordinator.latest == metadata
+
+
+def test_only_the_newest_checkpoints_are_retained(tmp_path) -> None:
+    job = Job(tmp_path, num_retained=2)
+    for checkpoint_id in (1, 2, 3):
+        job.coordinator.trigger()
+        job.ack_all(checkpoint_id)
+    assert [c.checkpoint_id for c in job.coordinator.retained()] == [2, 3]
+    assert not (tmp_path / "chk" / "job-1" / "chk-1").exists()
+    assert (tmp_path / "chk" / "job-1" / "chk-3").exists()
+
+
+def test_a_declined_checkpoint_is_aborted_and_late_acknowledgements_are_ignored(job) -> None:
+    done = job.coordinator.trigger()
+    job.coordinator.decline(ExecutionAttemptId("w0"), 1, "cannot")
+    with pytest.raises(CheckpointError, match="declined"):
+        done.result(0)
+    job.ack_all(1)
+    assert job.completed == []
+    assert job.coordinator.counts == {"completed": 0, "failed": 1}
+
+
+def test_a_checkpoint_not_complete_within_the_timeout_is_aborted(tmp_path) -> None:
+    job = Job(tmp_path, timeout=5.0)
+    done = job.coordinator.trigger()
+    job.advance(4.0)
+    assert not done.done()
+    job.advance(2.0)
+    with pytest.raises(CheckpointError, match="not complete within 5 s"):
+        done.result(0)
+
+
+def test_no_more_than_max_concurrent_checkpoints_are_in_flight(job) -> None:
+    job.coordinator.start()
+    job.advance(3.5)  # three intervals, no acknowledgement
+    assert [c for _, c in job.triggered] == [1, 1]
+    assert job.coordinator.in_progress == 1
+
+
+def test_stopping_aborts_pending_checkpoints_and_ids_continue_after_a_restore(job) -> None:
+    done = job.coordinator.trigger()
+    job.coordinator.stop("failover")
+    with pytest.raises(CheckpointError, match="failover"):
+        done.result(0)
+    restored = CheckpointMetadata("job-1", "job", 41, 0, 0, False, 128, [])
+    job.coordinator.restore(restored)
+    assert job.coordinator.latest == restored
+    job.coordinator.trigger()
+    assert job.triggered[-1] == ("s1", 42)
+
+
+def test_a_savepoint_is_copied_and_its_checkpoint_still_commits(job, tmp_path) -> None:
+    done = job.coordinator.trigger(is_savepoint=True, savepoint_target=str(tmp_path / "mine"))
+    job.ack_all(1)
+    savepoint = done.result(0)
+    assert savepoint.is_savepoint and savepoint.location.startswith(str(tmp_path / "mine"))
+    assert job.completed[0].checkpoint_id == 1 and not job.completed[0].is_savepoint
