@@ -25,6 +25,9 @@ class InputSplit:
         min_event_time_ms: Smallest event time in the split from file statistics (epoch ms), or
             None when unknown.
         rows: Row count from statistics, or None.
+        end_position: Where a bounded split ends (exclusive, in the source's positions, e.g.
+            the Kafka offset to read up to), fixed when the split is discovered; None: to the
+            end of the file, or never (unbounded).
     """
 
     split_number: int
@@ -32,6 +35,7 @@ class InputSplit:
     row_group: int | None = None
     min_event_time_ms: int | None = None
     rows: int | None = None
+    end_position: int | None = None
 
     def describe(self) -> str:
         return self.path if self.row_group is None else f"{self.path}#rg{self.row_group}"

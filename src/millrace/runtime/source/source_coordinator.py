@@ -48,6 +48,7 @@ class SourceCoordinator:
         self.bounded = boundedness is Boundedness.BOUNDED
         self._finished = set(restored_finished)
         self._positions = {s.split.split_id: s.position for s in restored_open}
+        self._restored_splits = {s.split.split_id: s.split for s in restored_open}
         self._seen: set[str] = set()
 
     def add_discovered(self, splits: Iterable[InputSplit]) -> int:
@@ -58,7 +59,8 @@ class SourceCoordinator:
             if split_id in self._seen or split_id in self._finished:
                 continue
             self._seen.add(split_id)
-            fresh.append(split)
+            # a split begun before the checkpoint keeps its description (e.g. its end offset)
+            fresh.append(self._restored_splits.get(split_id, split))
         if fresh:
             self.enumerator.add_splits(fresh)
             logger.info("source %s: %d new splits", self.name, len(fresh))
