@@ -11,11 +11,12 @@ from millrace.api.stream_execution_environment import (
 )
 from millrace.api.windows import TumblingEventTimeWindows, tumbling
 from millrace.config import Configuration
-from millrace.connectors import FileSource, ParquetSink
+from millrace.connectors import DirectorySource, FileSource, ParquetSink
 
 __all__ = [
     "Configuration",
     "DataStream",
+    "DirectorySource",
     "FileSource",
     "JobExecutionResult",
     "KeyedStream",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from millrace.runtime.io.partition_events import MIN_WATERMARK
+from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
 from millrace.spark.source_watermarks import SplitWatermarkTracker
 
 
@@ -51,3 +51,14 @@ def test_a_slow_split_holds_back_a_fast_one() -> None:
 def test_negative_out_of_orderness_is_rejected() -> None:
     with pytest.raises(ValueError, match="out-of-orderness"):
         SplitWatermarkTracker(-1)
+
+
+def test_an_unbounded_source_without_open_splits_holds_at_its_data() -> None:
+    tracker = SplitWatermarkTracker(10)
+    tracker.set_pending_bound(MAX_WATERMARK, more_expected=True)
+    tracker.open_split("a", MIN_WATERMARK)
+    tracker.on_records("a", 1_000)
+    tracker.close_split("a", 2_000)
+    assert tracker.advance() == 1_989  # not MAX: files still to come may hold older events
+    tracker.set_pending_bound(MAX_WATERMARK, more_expected=False)
+    assert tracker.advance() == MAX_WATERMARK  # a bounded source's end

@@ -124,7 +124,7 @@ class SourceStreamTask(SparkStreamTask):
             if time.monotonic() < self._retry_at:
                 return
             reply = env.next_input_split(timeout=self.ask_timeout)
-            self._tracker.set_pending_bound(reply.watermark_bound_ms)
+            self._tracker.set_pending_bound(reply.watermark_bound_ms, reply.more_expected)
             if reply.split is None:
                 if reply.more_expected:
                     self._retry_at = time.monotonic() + self._retry_interval
@@ -159,7 +159,7 @@ class SourceStreamTask(SparkStreamTask):
         for state in bundle.progress:
             split_id = state.split.split_id
             if state.finished:
-                self._tracker.close_split(split_id)
+                self._tracker.close_split(split_id, maxima.get(split_id))
                 self._finished.append(split_id)
             else:
                 self._tracker.on_records(split_id, maxima.get(split_id))
@@ -187,8 +187,8 @@ class SourceStreamTask(SparkStreamTask):
         """Run one bundle, late records judged against ``watermark``.
 
         Returns:
-            Split id -> largest event time (epoch ms) read from it, for the splits that stay
-            open.
+            Split id -> largest event time (epoch ms) of the bundle's records of that split,
+            when the bundle names each record's split.
         """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -207,10 +207,10 @@ class SourceStreamTask(SparkStreamTask):
             metrics.append(F.count_if(reason.isNotNull()).alias("dead"))
         if bundle.full_parse is not None:
             metrics.append(bundle.full_parse.alias("parsed"))
-        open_splits = [s.split.split_id for s in bundle.progress if not s.finished]
+        split_ids = [s.split.split_id for s in bundle.progress]
         if bundle.split_column is not None and event_time is not None:
             column = F.col(bundle.split_column)
-            for i, split_id in enumerate(open_splits):
+            for i, split_id in enumerate(split_ids):
                 latest = F.when(column == F.lit(split_id), F.unix_millis(F.col(event_time)))
                 metrics.append(F.max(latest).alias(f"max{i}"))
         observed_in = Observation(f"in-{sequence}")
@@ -276,7 +276,7 @@ class SourceStreamTask(SparkStreamTask):
             self._write_late(windowed, window, watermark, splits, sequence)
         return {
             split_id: int(counts[f"max{i}"])
-            for i, split_id in enumerate(open_splits)
+            for i, split_id in enumerate(split_ids)
             if counts.get(f"max{i}") is not None
         }
 

@@ -5,6 +5,10 @@ out-of-orderness minus 1 ms (before any record: the bound it was assigned with).
 watermark is the minimum over its open splits and the JobMaster's bound for the splits it may
 still receive, and never goes backwards. Files read in any order therefore never make good
 records late: a split's records are only late relative to that split's own progress.
+
+An unbounded source cannot bound the splits it will discover later (its bound is MAX with more
+expected): then the data read so far stands in for the bound, so a subtask whose splits are all
+read holds its watermark where its data left it instead of jumping to the end of time.
 """
 
 from __future__ import annotations
@@ -30,11 +34,15 @@ class SplitWatermarkTracker:
         self._ooo = max_out_of_orderness_ms
         self._open: dict[str, int] = {}
         self._pending_bound = MIN_WATERMARK
+        self._more_expected = False
+        self._read = MIN_WATERMARK  # watermark of the data read so far, over all splits
         self._emitted = MIN_WATERMARK
 
-    def set_pending_bound(self, bound_ms: int) -> None:
-        """Bound for splits not yet assigned to this subtask (NextInputSplit)."""
+    def set_pending_bound(self, bound_ms: int, more_expected: bool = False) -> None:
+        """Bound for splits not yet assigned to this subtask (NextInputSplit); with
+        ``more_expected`` and MAX (an unbounded source), the data read so far bounds them."""
         self._pending_bound = bound_ms
+        self._more_expected = more_expected
 
     def open_split(self, split_id: str, bound_ms: int) -> None:
         """A split starts; until records are seen its watermark is ``bound_ms``."""
@@ -46,9 +54,13 @@ class SplitWatermarkTracker:
             return
         candidate = max_event_time_ms - self._ooo - 1
         self._open[split_id] = max(self._open.get(split_id, MIN_WATERMARK), candidate)
+        self._read = max(self._read, candidate)
 
-    def close_split(self, split_id: str) -> None:
-        """The split is fully read: it no longer holds the watermark back."""
+    def close_split(self, split_id: str, max_event_time_ms: int | None = None) -> None:
+        """The split is fully read (its last records' largest event time given, if known): it
+        no longer holds the watermark back."""
+        if max_event_time_ms is not None:
+            self._read = max(self._read, max_event_time_ms - self._ooo - 1)
         self._open.pop(split_id, None)
 
     def restore(self, watermark_ms: int) -> None:
@@ -57,7 +69,10 @@ class SplitWatermarkTracker:
 
     def current(self) -> int:
         """min(open splits' watermarks, pending bound), monotonic; MAX when all is read."""
-        value = min([*self._open.values(), self._pending_bound])
+        pending = self._pending_bound
+        if self._more_expected and pending == MAX_WATERMARK:
+            pending = self._read
+        value = min([*self._open.values(), pending])
         return max(value, self._emitted)
 
     def advance(self) -> int | None:

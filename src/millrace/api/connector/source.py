@@ -115,8 +115,8 @@ class SourceBundle:
         frame: The records (``pyspark.sql.DataFrame``); nothing has run yet.
         progress: The new state of every split the bundle read from.
         split_column: Column of ``frame`` holding each record's split id, for per-split
-            watermarks of splits that stay open; None when every split read is finished by this
-            bundle (their watermark comes from the enumerator's bounds).
+            watermarks; None when every split read is finished by this bundle and the
+            enumerator's bounds cover them (bounded file splits).
         malformed_reason: Column (string) saying why a record is malformed, null for good ones;
             None if the format cannot produce malformed records.
         raw_record: Column (string) with a malformed record's original text, or None.
