@@ -120,6 +120,8 @@ class SocketLink:
             FrameSizeError: If the frame announces more than ``limit_bytes``.
         """
         while not self._received:
+            if self.closed:
+                raise ConnectionClosedError(f"connection with {self.peer} is closed")
             data = await self._loop.sock_recv(self._sock, _HANDSHAKE_RECV_BYTES)
             if not data:
                 self._decoder.check_end()

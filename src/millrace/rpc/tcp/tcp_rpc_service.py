@@ -53,6 +53,9 @@ logger = logging.getLogger(__name__)
 
 G = TypeVar("G", bound=RpcGateway)
 SCHEME = "tcp"
+_ACCEPT_BATCH = 16  # connections accepted per readable event of the listener
+_ACCEPT_PAUSE = 0.1  # seconds without accepting after accept() failed (e.g. EMFILE)
+_SHUTDOWN_GRACE = 2.0  # seconds close waits for cancelled handshakes to end
 
 
 class TcpRpcService(LocalRpcService):
@@ -102,7 +105,9 @@ class TcpRpcService(LocalRpcService):
         self._accepted: set[Connection] = set()
         self._tcp_close_future: Future[None] | None = None
         self._connecting: set[Future[Any]] = set()  # connects not yet resolved
-        self._accepting = self._loop.create_task(self._accept_loop())
+        self._handshaking: set[SocketLink] = set()  # loop thread only
+        self._network_closed = False  # loop thread only
+        self._loop.call_soon(self._start_accepting)
         self._thread.start()
         bound_port = self._listener.getsockname()[1]
         self._authority = f"{host}:{bound_port}"
@@ -256,11 +261,15 @@ class TcpRpcService(LocalRpcService):
             sock = await asyncio.wait_for(connecting, self.lookup_timeout)
         except (OSError, TimeoutError, ValueError) as error:
             raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
+        if self._network_closed:  # Python 3.11's wait_for may swallow the shutdown's cancel
+            sock.close()
+            raise RecipientUnreachableError(authority, f"RpcService {self._name} closed")
         try:
             link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
         except OSError as error:  # reset at once
             sock.close()
             raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
+        self._handshaking.add(link)
         try:
             if self._client_ssl is not None:
                 tls = link.start_tls(self._client_ssl, server_side=False)
@@ -271,6 +280,8 @@ class TcpRpcService(LocalRpcService):
             if not isinstance(error, Exception):
                 raise
             raise RecipientUnreachableError(authority, f"handshake failed: {error}") from error
+        finally:
+            self._handshaking.discard(link)
         connection = Connection(
             link, self._codec, self._framesize, self._on_message, lambda c: None
         )
@@ -279,21 +290,25 @@ class TcpRpcService(LocalRpcService):
 
     # Server side ---------------------------------------------------------------------------------
 
-    async def _accept_loop(self) -> None:
-        """Loop thread: accept connections until the service closes."""
-        listener = self._listener
-        listener.setblocking(False)
-        try:
-            while True:
-                try:
-                    sock, _ = await self._loop.sock_accept(listener)
-                except OSError as error:  # e.g. out of file descriptors: keep listening
-                    logger.warning("accepting a connection failed: %r", error)
-                    await asyncio.sleep(0.1)
-                    continue
-                self._loop.create_task(self._accept(sock))
-        finally:
-            listener.close()
+    def _start_accepting(self) -> None:
+        """Loop thread: accept connections (a reader callback, not ``sock_accept``, whose
+        cancellation can drop an accepted socket on Python 3.11)."""
+        if not self._network_closed:
+            self._loop.add_reader(self._listener.fileno(), self._acceptable)
+
+    def _acceptable(self) -> None:
+        """Loop thread: accept the waiting connections and start their handshakes."""
+        for _ in range(_ACCEPT_BATCH):
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:  # e.g. out of file descriptors: pause, then listen again
+                logger.warning("accepting a connection failed: %r", error)
+                self._loop.remove_reader(self._listener.fileno())
+                self._loop.call_later(_ACCEPT_PAUSE, self._start_accepting)
+                return
+            self._loop.create_task(self._accept(sock))
 
     async def _accept(self, sock: socket.socket) -> None:
         try:
@@ -301,6 +316,7 @@ class TcpRpcService(LocalRpcService):
         except OSError:  # the peer is gone already
             sock.close()
             return
+        self._handshaking.add(link)
         try:
             if self._server_ssl is not None:
                 tls = link.start_tls(self._server_ssl, server_side=True)
@@ -315,6 +331,8 @@ class TcpRpcService(LocalRpcService):
             )
             link.close()
             return
+        finally:
+            self._handshaking.discard(link)
         connection = Connection(
             link, self._codec, self._framesize, self._on_message, self._accepted.discard
         )
@@ -430,7 +448,11 @@ class TcpRpcService(LocalRpcService):
 
     async def _stop_network(self) -> None:
         """Loop thread: close the listener and every connection, end every task."""
-        self._accepting.cancel()
+        self._network_closed = True
+        self._loop.remove_reader(self._listener.fileno())
+        self._listener.close()
+        for link in list(self._handshaking):  # a handshake whose cancel is lost ends here
+            link.close()
         for connection in list(self._accepted):
             connection.close("service closed")
         with self._lock:
@@ -441,7 +463,8 @@ class TcpRpcService(LocalRpcService):
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in others:  # handshakes still running
             task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        if others:  # bounded: a task that swallowed its cancel (Python 3.11) cannot hang close
+            await asyncio.wait(others, timeout=_SHUTDOWN_GRACE)
 
     def close_async(self) -> Future[None]:
         """Stop every hosted endpoint, then close the listener, connections and event loop.
@@ -503,6 +526,7 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
         sock.listen(128)
+        sock.setblocking(False)
     except BaseException:
         sock.close()
         raise
