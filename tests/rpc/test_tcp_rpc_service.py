@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -243,3 +244,19 @@ def test_tells_from_many_threads_all_arrive_each_thread_in_order(pair) -> None:
         assert [e for e in log if e.startswith(f"{thread}:")] == [
             f"{thread}:{i}" for i in range(per_thread)
         ]
+
+
+@pytest.mark.parametrize("connected", [False, True])
+def test_close_ends_the_io_threads(connected: bool) -> None:
+    server, client = service("closing-server"), service("closing-client")
+    if connected:
+        endpoint = StoreEndpoint(server)
+        endpoint.start()
+        client.connect(endpoint.address, StoreGateway).result(WAIT).size().result(WAIT)
+    for s in (client, server):
+        s.close_async().result(timeout=WAIT)
+    names = ("closing-server-io", "closing-client-io")
+    io_threads = [t for t in threading.enumerate() if t.name in names]
+    for thread in io_threads:
+        thread.join(timeout=WAIT)
+    assert not [t.name for t in io_threads if t.is_alive()]

@@ -492,8 +492,10 @@ class TcpRpcService(LocalRpcService):
                 finish()
                 return
 
-            def stopped(_: Future[None]) -> None:  # on the loop thread
-                self._loop.call_soon(self._loop.stop)
+            def stopped(_: Future[None]) -> None:
+                # On the loop thread, or on this one if the network stopped before the callback
+                # was added: call_soon alone would not wake a loop waiting in select.
+                self._loop.call_soon_threadsafe(self._loop.stop)
                 transfer(terminated, done)
 
             asyncio.run_coroutine_threadsafe(self._stop_network(), self._loop).add_done_callback(
