@@ -1,4 +1,5 @@
-"""Shared fixtures: one SparkSession per test session, the exported flights data."""
+"""Shared fixtures: one SparkSession per test session, the exported flights data, a
+PostgreSQL server (``tests.postgres_server``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from typing import Any
 import pytest
 
 from millrace.config import Configuration
+from tests.postgres_server import (  # noqa: F401  (fixtures)
+    postgres_conninfo,
+    postgres_server,
+    private_postgres_server,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
