@@ -11,7 +11,7 @@ from millrace.api.stream_execution_environment import (
 )
 from millrace.api.windows import TumblingEventTimeWindows, tumbling
 from millrace.config import Configuration
-from millrace.connectors import DirectorySource, FileSource, ParquetSink
+from millrace.connectors import DirectorySource, FileSource, ParquetSink, PostgresSink
 
 __all__ = [
     "Configuration",
@@ -21,6 +21,7 @@ __all__ = [
     "JobExecutionResult",
     "KeyedStream",
     "ParquetSink",
+    "PostgresSink",
     "StreamExecutionEnvironment",
     "TumblingEventTimeWindows",
     "WindowedStream",

@@ -1,7 +1,8 @@
-"""Sources and sinks: bounded files in (Parquet, CSV, text), Parquet out."""
+"""Sources and sinks: bounded files in (Parquet, CSV, text), Parquet and PostgreSQL out."""
 
 from millrace.connectors.directory_source import DirectorySource
 from millrace.connectors.file_source import FileSource
 from millrace.connectors.parquet_sink import ParquetSink
+from millrace.connectors.postgres_sink import PostgresSink
 
-__all__ = ["DirectorySource", "FileSource", "ParquetSink"]
+__all__ = ["DirectorySource", "FileSource", "ParquetSink", "PostgresSink"]

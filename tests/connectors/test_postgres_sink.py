@@ -1,0 +1,286 @@
+"""PostgresSink against a real PostgreSQL server on loopback (``tests.postgres_server``).
+
+Two-phase commit: staged Parquet files become rows in one transaction per commit id, a replayed
+commit adds nothing, abort drops staged files, a commit that cannot reach the server changes
+nothing and succeeds when retried. The quick tests at the end need no server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import pickle
+from pathlib import Path
+
+import psycopg
+import pyarrow as pa
+import pytest
+
+from millrace import PostgresSink
+from millrace.errors import CheckpointError, PipelineError
+from tests.postgres_server import PostgresServer
+
+JOB = "0123456789abcdef0123456789abcdef"
+ATTEMPT = "attempt-aaaaaaaa"
+
+
+def sink_of(conninfo: str, tmp_path: Path, **options: object) -> PostgresSink:
+    return PostgresSink(conninfo, "delays", staging=str(tmp_path / "staging"), **options)  # type: ignore[arg-type]
+
+
+def delays(*rows: tuple[str, int]) -> pa.Table:
+    return pa.table(
+        {"carrier": [r[0] for r in rows], "flights": pa.array([r[1] for r in rows], pa.int64())}
+    )
+
+
+def rows_of(conninfo: str, query: str = "SELECT carrier, flights FROM delays") -> list[tuple]:
+    with psycopg.connect(conninfo) as conn:
+        return sorted(conn.execute(query).fetchall())
+
+
+def markers(conninfo: str) -> list[tuple]:
+    return rows_of(conninfo, "SELECT sink_id, job_id, commit_id, rows FROM millrace_sink_commits")
+
+
+def staged_files(tmp_path: Path) -> list[Path]:
+    return sorted(p for p in (tmp_path / "staging").rglob("*") if p.is_file())
+
+
+@pytest.mark.slow
+def test_commit_puts_exactly_the_staged_rows_in_the_table(postgres_conninfo, tmp_path) -> None:
+    sink = sink_of(postgres_conninfo, tmp_path)
+    sink.initialize_global(JOB)
+    first = sink.write(delays(("AA", 3), ("UA", 5)), JOB, 0, 0, ATTEMPT)
+    second = sink.write(delays(("B6", 7)), JOB, 1, 0, ATTEMPT)
+    assert (first.rows, second.rows) == (2, 1)
+    assert len(staged_files(tmp_path)) == 2
+
+    sink.commit(JOB, 1, [first.pending, second.pending])
+
+    assert rows_of(postgres_conninfo) == [("AA", 3), ("B6", 7), ("UA", 5)]
+    assert markers(postgres_conninfo) == [("delays", JOB, 1, 3)]
+    assert staged_files(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_replayed_commit_adds_nothing(postgres_conninfo, tmp_path) -> None:
+    sink = sink_of(postgres_conninfo, tmp_path)
+    staged = sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending
+    sink.commit(JOB, 1, [staged])
+
+    sink.commit(JOB, 1, [staged])  # its file is gone: the marker says it is done
+    # a crash between COMMIT and deleting the files: the files are still there
+    again = sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending
+    sink.commit(JOB, 1, [again])
+
+    assert rows_of(postgres_conninfo) == [("AA", 3)]
+    assert markers(postgres_conninfo) == [("delays", JOB, 1, 1)]
+    assert staged_files(tmp_path) == []  # the replay deleted the leftover
+
+
+@pytest.mark.slow
+def test_two_commits_of_different_ids_both_land(postgres_conninfo, tmp_path) -> None:
+    sink = sink_of(postgres_conninfo, tmp_path)
+    sink.commit(JOB, 1, [sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending])
+    sink.commit(JOB, 2, [sink.write(delays(("UA", 5)), JOB, 0, 1, ATTEMPT).pending])
+
+    assert rows_of(postgres_conninfo) == [("AA", 3), ("UA", 5)]
+    assert [m[2] for m in markers(postgres_conninfo)] == [1, 2]
+
+
+@pytest.mark.slow
+def test_same_commit_id_of_another_job_or_sink_lands(postgres_conninfo, tmp_path) -> None:
+    sink = sink_of(postgres_conninfo, tmp_path)
+    other_sink = sink_of(postgres_conninfo, tmp_path, sink_id="delays-copy")
+    other_job = "f" * 32
+    sink.commit(JOB, 1, [sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending])
+    sink.commit(other_job, 1, [sink.write(delays(("AA", 2)), other_job, 0, 0, ATTEMPT).pending])
+    other_sink.commit(JOB, 1, [other_sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending])
+
+    assert rows_of(postgres_conninfo) == [("AA", 1), ("AA", 2), ("AA", 3)]
+
+
+@pytest.mark.slow
+def test_abort_drops_staged_files_except_kept_ones(postgres_conninfo, tmp_path) -> None:
+    sink = sink_of(postgres_conninfo, tmp_path)
+    kept = sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending
+    sink.write(delays(("UA", 5)), JOB, 1, 0, "attempt-bbbbbbbb")
+
+    sink.abort(JOB, keep=[kept])
+    assert sink.pending(JOB, {ATTEMPT, "attempt-bbbbbbbb"}) == [kept]
+    sink.abort(JOB)
+
+    assert sink.pending(JOB, {ATTEMPT}) == []
+    assert not (tmp_path / "staging").exists() or not any((tmp_path / "staging").iterdir())
+    sink.commit(JOB, 1, [])  # nothing to commit: no-op
+    with psycopg.connect(postgres_conninfo) as conn:
+        assert conn.execute("SELECT to_regclass('delays')").fetchone() == (None,)
+
+
+@pytest.mark.slow
+def test_pending_lists_the_files_of_the_given_attempts(postgres_conninfo, tmp_path) -> None:
+    sink = sink_of(postgres_conninfo, tmp_path)
+    mine = [sink.write(delays(("AA", i)), JOB, 0, i, ATTEMPT).pending for i in range(3)]
+    sink.write(delays(("UA", 5)), JOB, 1, 0, "attempt-bbbbbbbb")
+    sink.write(delays(("UA", 6)), "f" * 32, 0, 0, ATTEMPT)  # another job
+
+    assert sink.pending(JOB, {ATTEMPT}) == sorted(mine)
+    assert sink.pending(JOB, set()) == []
+
+
+@pytest.mark.slow
+def test_unreachable_server_fails_the_commit_clearly_and_a_retry_succeeds(
+    private_postgres_server: PostgresServer, tmp_path
+) -> None:
+    conninfo = private_postgres_server.create_database()
+    sink = sink_of(conninfo, tmp_path)
+    sink.initialize_global(JOB)
+    staged = sink.write(delays(("AA", 3), ("UA", 5)), JOB, 0, 0, ATTEMPT).pending
+    private_postgres_server.stop()
+
+    with pytest.raises(CheckpointError) as failed:
+        sink.commit(JOB, 1, [staged])
+
+    message = str(failed.value)
+    assert sink.describe() in message and "commit 1 of job" in message
+    assert "cannot connect to PostgreSQL" in message
+    assert isinstance(failed.value.__cause__, psycopg.OperationalError)
+    assert staged_files(tmp_path) != []  # nothing was lost
+    private_postgres_server.start()
+    sink.commit(JOB, 1, [staged])
+    sink.commit(JOB, 1, [staged])
+    assert rows_of(conninfo) == [("AA", 3), ("UA", 5)]
+
+
+@pytest.mark.slow
+def test_a_commit_with_a_lost_staged_file_leaves_nothing(postgres_conninfo, tmp_path) -> None:
+    sink = sink_of(postgres_conninfo, tmp_path)
+    sink.initialize_global(JOB)
+    present = sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending
+    lost = sink.write(delays(("UA", 5)), JOB, 0, 1, ATTEMPT).pending
+    Path(lost).unlink()
+
+    with pytest.raises(CheckpointError, match="is gone"):
+        sink.commit(JOB, 1, [present, lost])
+
+    with psycopg.connect(postgres_conninfo) as conn:  # rolled back: no table, no marker rows
+        assert conn.execute("SELECT to_regclass('delays')").fetchone() == (None,)
+        assert conn.execute("SELECT count(*) FROM millrace_sink_commits").fetchone() == (0,)
+    assert Path(present).exists()
+
+
+@pytest.mark.slow
+def test_table_created_from_the_arrow_schema_keeps_types_and_nulls(
+    postgres_conninfo, tmp_path
+) -> None:
+    when = dt.datetime(2013, 1, 1, 5, 0, tzinfo=dt.UTC)
+    table = pa.table(
+        {
+            "Name": ["a", "", None, 'q"u,o\nte'],
+            "small": pa.array([1, None, -3, 4], pa.int16()),
+            "big": pa.array([2**62, 0, None, -1], pa.int64()),
+            "unsigned": pa.array([2**64 - 1, 0, 1, None], pa.uint64()),
+            "ratio": [0.1 + 0.2, float("inf"), None, -0.0],
+            "ok": [True, False, None, True],
+            "price": pa.array([decimal.Decimal("1.25")] * 3 + [None], pa.decimal128(6, 2)),
+            "day": pa.array([dt.date(2013, 1, 2)] * 4, pa.date32()),
+            "at": pa.array([when, None, when, when], pa.timestamp("us", tz="UTC")),
+            "local": pa.array([dt.datetime(2013, 1, 1, 5, 0, 0, 7)] * 4, pa.timestamp("us")),
+            "code": pa.array(["x", "y", None, "x"]).dictionary_encode(),
+        }
+    )
+    sink = sink_of(postgres_conninfo, tmp_path)
+    sink.commit(JOB, 1, [sink.write(table, JOB, 0, 0, ATTEMPT).pending])
+
+    with psycopg.connect(postgres_conninfo) as conn:
+        types = dict(
+            conn.execute(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = 'delays'"
+            ).fetchall()
+        )
+        rows = conn.execute(
+            'SELECT "Name", small, big, unsigned, ratio, ok, price, day, at, local, code '
+            "FROM delays ORDER BY big NULLS LAST"
+        ).fetchall()
+    assert types["Name"] == "text" and types["small"] == "smallint"
+    assert types["unsigned"] == "numeric" and types["ratio"] == "double precision"
+    assert types["at"] == "timestamp with time zone"
+    assert types["local"] == "timestamp without time zone"
+    assert types["code"] == "text" and types["day"] == "date"
+    expected = sorted(
+        zip(*(table.column(i).to_pylist() for i in range(table.num_columns)), strict=True),
+        key=lambda r: (r[2] is None, r[2]),
+    )
+    assert [list(r) for r in rows] == [
+        [*e[:3], None if e[3] is None else decimal.Decimal(e[3]), *e[4:]] for e in expected
+    ]
+
+
+@pytest.mark.slow
+def test_ddl_creates_the_table_and_overwrite_truncates_it(postgres_conninfo, tmp_path) -> None:
+    ddl = "CREATE TABLE delays (id serial PRIMARY KEY, carrier text NOT NULL, flights bigint)"
+    sink = sink_of(postgres_conninfo, tmp_path, ddl=ddl, mode="overwrite")
+    sink.initialize_global(JOB)
+    sink.commit(JOB, 1, [sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending])
+    assert rows_of(postgres_conninfo, "SELECT id, carrier, flights FROM delays") == [(1, "AA", 3)]
+
+    next_job = "e" * 32
+    sink.initialize_global(next_job)  # a new run in overwrite mode starts empty
+    sink.commit(next_job, 1, [sink.write(delays(("UA", 5)), next_job, 0, 0, ATTEMPT).pending])
+    assert rows_of(postgres_conninfo) == [("UA", 5)]
+
+    appending = sink_of(postgres_conninfo, tmp_path, ddl=ddl)
+    appending.initialize_global(JOB[::-1])
+    assert rows_of(postgres_conninfo) == [("UA", 5)]
+
+
+@pytest.mark.slow
+def test_data_that_does_not_fit_the_table_fails_the_commit_naming_the_sink(
+    postgres_conninfo, tmp_path
+) -> None:
+    with psycopg.connect(postgres_conninfo) as conn:
+        conn.execute("CREATE TABLE delays (carrier text, flights integer NOT NULL)")
+    sink = sink_of(postgres_conninfo, tmp_path)
+    sink.initialize_global(JOB)
+    staged = sink.write(
+        pa.table({"carrier": ["AA"], "flights": pa.array([None], pa.int64())}), JOB, 0, 0, ATTEMPT
+    ).pending
+
+    with pytest.raises(CheckpointError) as failed:
+        sink.commit(JOB, 1, [staged])
+
+    assert sink.describe() in str(failed.value) and "flights" in str(failed.value)
+    assert markers(postgres_conninfo) == []
+
+
+# Quick: no server ---------------------------------------------------------------------------
+
+
+def test_sink_pickles_and_hides_the_conninfo(tmp_path) -> None:
+    sink = PostgresSink(
+        "host=db.example port=6543 dbname=flights user=u password=hunter2",
+        "public.delays",
+        staging="rel/staging",
+    )
+
+    assert pickle.loads(pickle.dumps(sink)) == sink
+    assert sink.describe() == "postgresql table public.delays at db.example:6543/flights"
+    assert "hunter2" not in repr(sink) and "hunter2" not in sink.describe()
+    assert Path(sink.staging).is_absolute() and sink.sink_id == "public.delays"
+    assert PostgresSink("x", "t", staging="s3://bucket/staging").staging == "s3://bucket/staging"
+
+
+def test_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="mode"):
+        PostgresSink("dbname=x", "t", mode="upsert")
+
+
+def test_a_column_without_a_postgres_type_fails_the_write(tmp_path) -> None:
+    sink = PostgresSink("dbname=x", "t", staging=str(tmp_path))
+    table = pa.table({"ok": [1], "tags": pa.array([["a"]], pa.list_(pa.string()))})
+
+    with pytest.raises(PipelineError, match="tags"):
+        sink.write(table, JOB, 0, 0, ATTEMPT)
+    assert list(tmp_path.iterdir()) == []
