@@ -1,0 +1,144 @@
+"""The flight-delays job into PostgreSQL, exactly once through a TaskManager loss.
+
+The pipeline of ``examples/flight_delays.py`` writes to two sinks at once, a ParquetSink and a
+PostgresSink, on a MiniCluster checkpointing every 200 ms. A busy TaskManager is closed after
+two checkpoints completed and rows were committed: the job restores the latest one, the committer
+replays its commit (a no-op for the rows already in PostgreSQL) and drops what no checkpoint
+covered. The table then holds exactly pandas' result: no duplicate, none missing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import psycopg
+import pytest
+
+from millrace import Configuration, ParquetSink, PostgresSink, StreamExecutionEnvironment
+from millrace.api.windows import tumbling
+from millrace.connectors import FileSource
+from millrace.errors import JobSubmissionError
+from millrace.runtime.client.job_client import NO_TIMEOUT
+from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.job_result import JobResultSuccess
+from millrace.runtime.minicluster import MiniCluster
+from tests.integration.helpers import (
+    assert_same_result,
+    expected_flight_delays,
+    load_example,
+    read_flights,
+    read_output,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+WAIT = 120.0
+COLUMNS = ["carrier", "window_start", "window_end", "flights", "avg_dep_delay"]
+
+
+def configuration(tmp_path) -> Configuration:
+    return Configuration(
+        {
+            "parallelism.default": 2,
+            "minicluster.number-of-taskmanagers": 3,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "execution.bundle.max-records": 30_000,  # one month per bundle
+            "execution.checkpointing.interval": "200 ms",
+            "state.checkpoints.num-retained": 2,
+            "heartbeat.interval": "100 ms",
+            "heartbeat.pause": "1 s",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "100 ms",
+        }
+    )
+
+
+def build(env: StreamExecutionEnvironment, flights_dir, out_dir, postgres: PostgresSink) -> None:
+    """examples/flight_delays.py's pipeline, into Parquet and PostgreSQL."""
+    from pyspark.sql import functions as F
+
+    delays = (
+        env.from_source(
+            FileSource.parquet(str(flights_dir)),
+            event_time="time_hour",
+            max_out_of_orderness="1 h",
+            name="flights",
+        )
+        .transform(load_example("flight_delays").departed, name="departed")
+        .key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+    )
+    delays.sink_to(ParquetSink(str(out_dir)))
+    delays.sink_to(postgres)
+
+
+def committed_rows(conninfo: str) -> int:
+    """Rows committed so far (0 before the first commit created the tables)."""
+    with psycopg.connect(conninfo) as conn:
+        if conn.execute("SELECT to_regclass('delays')").fetchone() == (None,):
+            return 0
+        return conn.execute("SELECT count(*) FROM delays").fetchone()[0]
+
+
+def read_table(conninfo: str, like: pd.DataFrame) -> pd.DataFrame:
+    """The ``delays`` table as a frame with ``like``'s dtypes, sorted by carrier and window."""
+    with psycopg.connect(conninfo) as conn:
+        rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM delays").fetchall()
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    for column in ("window_start", "window_end"):
+        frame[column] = pd.to_datetime(frame[column], utc=True).astype(like[column].dtype)
+    frame["flights"] = frame["flights"].astype("int64")
+    return frame.sort_values(["carrier", "window_start"], ignore_index=True)
+
+
+def test_task_manager_lost_mid_job_leaves_exactly_the_pandas_rows_in_postgres(
+    spark, flights_dir, postgres_conninfo, tmp_path
+) -> None:
+    conf = configuration(tmp_path)
+    env = StreamExecutionEnvironment(conf, spark)
+    sink = PostgresSink(postgres_conninfo, "delays", staging=str(tmp_path / "staging"))
+    build(env, flights_dir, tmp_path / "out", sink)
+    graph = env.get_job_graph("flight-delays-postgres")
+    with MiniCluster(conf, spark_session=spark) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        waiting = cluster.job_client.submit_job_wait(graph)
+
+        def progress() -> tuple[int, int]:
+            try:
+                statistics = dispatcher.request_checkpoint_statistics(graph.job_id).result(30)
+                details = dispatcher.request_job_details(graph.job_id).result(30)
+                return statistics.completed, details.splits_assigned
+            except JobSubmissionError:  # not submitted yet
+                return 0, 0
+
+        deadline = time.monotonic() + WAIT
+        while (done := progress())[0] < 2 or done[1] < 5 or not committed_rows(postgres_conninfo):
+            assert time.monotonic() < deadline and not waiting.done(), "no commit with rows"
+            time.sleep(0.05)
+        committed_before = committed_rows(postgres_conninfo)
+        rm = cluster.resource_manager
+        assert rm is not None
+        infos = rm.call_async(rm.request_task_manager_infos).result(30)
+        busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
+        victim = next(te for te in cluster.task_executors if te.resource_id == busy)
+        victim.close_async().result(30)
+        result = waiting.result(timeout=NO_TIMEOUT)
+
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts >= 1
+    expected = expected_flight_delays(read_flights(flights_dir))
+    actual = read_table(postgres_conninfo, expected)
+    assert not actual.duplicated(["carrier", "window_start"]).any()
+    assert_same_result(actual, expected)
+    assert_same_result(read_output(tmp_path / "out"), expected)
+    with psycopg.connect(postgres_conninfo) as conn:
+        commits, rows = conn.execute(
+            "SELECT count(*), sum(rows) FROM millrace_sink_commits WHERE job_id = %s",
+            (graph.job_id,),
+        ).fetchone()
+    assert commits >= 2 and rows == len(expected) and 0 < committed_before < rows
+    assert not [p for p in (tmp_path / "staging").rglob("*") if p.is_file()]
