@@ -220,7 +220,10 @@ def test_table_created_from_the_arrow_schema_keeps_types_and_nulls(
 
 @pytest.mark.slow
 def test_ddl_creates_the_table_and_overwrite_truncates_it(postgres_conninfo, tmp_path) -> None:
-    ddl = "CREATE TABLE delays (id serial PRIMARY KEY, carrier text NOT NULL, flights bigint)"
+    ddl = (
+        "CREATE TABLE delays (id serial PRIMARY KEY, carrier text NOT NULL, flights bigint); "
+        "CREATE INDEX delays_by_carrier ON delays (carrier)"
+    )
     sink = sink_of(postgres_conninfo, tmp_path, ddl=ddl, mode="overwrite")
     sink.initialize_global(JOB)
     sink.commit(JOB, 1, [sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending])

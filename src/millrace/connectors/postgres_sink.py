@@ -67,9 +67,11 @@ class PostgresSink:
             every process of one machine uses the same one) or an fsspec URL that the
             TaskManagers and the JobMaster all reach. Default ``.millrace/postgres-staging``
             under the current directory.
-        mode: ``append`` (default) or ``overwrite`` (``TRUNCATE`` at the first start).
-        ddl: ``CREATE TABLE`` statement run when the table is missing, or None to create the
-            table from the Arrow schema of the first commit.
+        mode: ``append`` (default) or ``overwrite`` (``TRUNCATE`` when the job starts without
+            restoring a checkpoint or savepoint).
+        ddl: SQL run when the table is missing (a ``CREATE TABLE`` statement, possibly followed
+            by others separated by ``;``, e.g. ``CREATE INDEX``), or None to create the table
+            from the Arrow schema of the first commit.
         sink_id: Name of this sink in the marker table; default ``table``. Two sinks of one job
             writing into one table need distinct ids.
         marker_table: Table of the committed ``(sink_id, job_id, commit_id)``, ``name`` or
