@@ -1,5 +1,5 @@
 """Shared fixtures: one SparkSession per test session, the exported flights data, a
-PostgreSQL server (``tests.postgres_server``)."""
+PostgreSQL server (``tests.postgres_server``), a Kafka broker (``tests.kafka_broker``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from millrace.config import Configuration
+from tests.kafka_broker import kafka_broker, private_kafka_broker  # noqa: F401  (fixtures)
 from tests.postgres_server import (  # noqa: F401  (fixtures)
     postgres_conninfo,
     postgres_server,

@@ -11,7 +11,13 @@ from millrace.api.stream_execution_environment import (
 )
 from millrace.api.windows import TumblingEventTimeWindows, tumbling
 from millrace.config import Configuration
-from millrace.connectors import DirectorySource, FileSource, ParquetSink, PostgresSink
+from millrace.connectors import (
+    DirectorySource,
+    FileSource,
+    KafkaSource,
+    ParquetSink,
+    PostgresSink,
+)
 
 __all__ = [
     "Configuration",
@@ -19,6 +25,7 @@ __all__ = [
     "DirectorySource",
     "FileSource",
     "JobExecutionResult",
+    "KafkaSource",
     "KeyedStream",
     "ParquetSink",
     "PostgresSink",
