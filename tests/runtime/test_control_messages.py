@@ -26,6 +26,7 @@ from millrace.runtime.io.partition_events import (
     EndOfPartition,
     PartitionEvents,
     Watermark,
+    WatermarkStatus,
 )
 from millrace.runtime.job_result import (
     JobDetails,
@@ -129,6 +130,7 @@ SAMPLES = [
     RECORD,
     CheckpointStatistics(2000, "EXACTLY_ONCE", 4, 1, 1, "", ["/chk/job/chk-4"], [RECORD]),
     TaskClock("flights", 1, 1_359_676_799_999),
+    WatermarkStatus(False),
     WatermarksInfo(1_359_676_799_999, [TaskClock("window", 0, MIN_WATERMARK)]),
 ]
 

@@ -15,6 +15,7 @@ from millrace.runtime.io.partition_events import (
     EndOfPartition,
     PartitionEvents,
     Watermark,
+    WatermarkStatus,
 )
 from millrace.runtime.io.result_partition import ResultPartition
 from millrace.types import Address, JobId, ResultPartitionId
@@ -173,3 +174,32 @@ def test_a_newer_barrier_abandons_an_unfinished_alignment() -> None:
     events = [e for _, e in drain(gate)]
     assert DataBundle("a-2", 1) in events and CheckpointBarrier(2, 0) in events
     assert CheckpointBarrier(1, 0) not in events
+
+
+def test_an_idle_channel_does_not_hold_the_watermark_and_it_never_goes_back() -> None:
+    producers = Producers(2)
+    gate = InputGate(producers.channels, producers.poll)
+    busy, quiet = producers.partitions
+    quiet.add(0, WatermarkStatus(False))
+    busy.add(0, Watermark(500))
+    events = drain(gate)
+    assert gate.watermark == 500
+    assert all(not isinstance(e, WatermarkStatus) for _, e in events)
+    quiet.add(0, WatermarkStatus(True))  # active again, far behind
+    quiet.add(0, Watermark(100))
+    drain(gate)
+    assert gate.watermark == 500
+
+
+def test_when_every_channel_is_idle_the_gate_releases_the_largest_watermark() -> None:
+    producers = Producers(2)
+    gate = InputGate(producers.channels, producers.poll)
+    behind, ahead = producers.partitions
+    behind.add(0, Watermark(100))
+    ahead.add(0, Watermark(900))
+    ahead.add(0, WatermarkStatus(False))  # the one ahead goes idle first
+    drain(gate)
+    assert gate.watermark == 100
+    behind.add(0, WatermarkStatus(False))
+    drain(gate)
+    assert gate.watermark == 900

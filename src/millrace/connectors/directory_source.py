@@ -27,7 +27,7 @@ from millrace.connectors.file_formats import (
     list_files,
 )
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
-from millrace.runtime.io.partition_events import MAX_WATERMARK
+from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
 
 __all__ = ["DirectorySource", "DirectorySourceReader", "DirectorySplitEnumerator"]
 
@@ -136,7 +136,8 @@ class DirectorySplitEnumerator:
         if not self._queue:
             return NextInputSplit(None, MAX_WATERMARK, self._total, self._total)
         split = self._queue.popleft()
-        return NextInputSplit(split, MAX_WATERMARK, self._total, self._total - len(self._queue))
+        # a file's event times are unknown until it is read: no bound (MIN) until then
+        return NextInputSplit(split, MIN_WATERMARK, self._total, self._total - len(self._queue))
 
     @property
     def splits_total(self) -> int:

@@ -27,6 +27,7 @@ from millrace.runtime.io.partition_events import (
     EndOfPartition,
     PartitionEvents,
     Watermark,
+    WatermarkStatus,
 )
 from millrace.runtime.job_result import (
     JobDetails,
@@ -92,6 +93,7 @@ CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
     (36, CheckpointStatistics),
     (37, TaskClock),
     (38, WatermarksInfo),
+    (39, WatermarkStatus),
 )
 
 

@@ -8,7 +8,9 @@ rows read and dead letters and finds each open split's largest event time, so co
 extra job. Output rows are split by key group into one exchange file per consumer subtask.
 
 Watermarks are per split (``SplitWatermarkTracker``), emitted in-band after the bundles they
-follow; a bounded source ends with a MAX watermark and EndOfPartition (Flink's semantics).
+follow; a bounded source ends with a MAX watermark and EndOfPartition (Flink's semantics). A
+subtask with no split to read goes idle (``WatermarkStatus``) so that it does not hold back the
+event time of the others.
 
 Checkpoints: a trigger from the CheckpointCoordinator is taken at the next bundle boundary —
 the split positions and the splits finished so far are snapshotted, a CheckpointBarrier goes
@@ -37,6 +39,7 @@ from millrace.runtime.io.partition_events import (
     CheckpointBarrier,
     EndOfPartition,
     Watermark,
+    WatermarkStatus,
 )
 from millrace.spark.exchange import write_exchange_files
 from millrace.spark.side_outputs import side_output_dir, write_side_output
@@ -89,6 +92,7 @@ class SourceStreamTask(SparkStreamTask):
             )
         )
         self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
+        self._active = True
         self._finished: list[str] = []
         self._exhausted = False
         self._retry_at = 0.0
@@ -102,8 +106,10 @@ class SourceStreamTask(SparkStreamTask):
                 self._fetch_splits()
                 if self._exhausted and self._reader.is_finished():
                     break
+                self._set_active(not self._reader.is_finished())
                 bundle = self._reader.poll(self._max_delay)
                 if bundle is not None:
+                    self._set_active(True)
                     self._process(bundle, sequence)
                     sequence += 1
             self._take_checkpoints()
@@ -133,6 +139,15 @@ class SourceStreamTask(SparkStreamTask):
                 return
             self._reader.add_split(reply.split, reply.position)
             self._tracker.open_split(reply.split.split_id, reply.watermark_bound_ms)
+
+    def _set_active(self, active: bool) -> None:
+        """Go idle while there is nothing to read (an unbounded source waiting for splits),
+        active again before the next records (Flink's WatermarkStatus)."""
+        if active != self._active:
+            self._active = active
+            if self.tdd.output_partition is not None:
+                self.environment.broadcast(WatermarkStatus(active))
+            self.report_clock(self._tracker.emitted if active else MAX_WATERMARK, force=True)
 
     # Checkpoints -------------------------------------------------------------------------------
 

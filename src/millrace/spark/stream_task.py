@@ -96,11 +96,11 @@ class SparkStreamTask(AbstractInvokable):
 
     def report_clock(self, watermark_ms: int, *, force: bool = False) -> None:
         """Report this task's min clock to the JobMaster's clock service (seed 001) when it
-        moved, at most every ``execution.clock.report-interval`` unless ``force``."""
+        changed, at most every ``execution.clock.report-interval`` unless ``force``."""
         now = time.monotonic()
         last = self._clock_reported
         if last is not None and (
-            last[0] >= watermark_ms or (not force and now - last[1] < self._clock_interval)
+            last[0] == watermark_ms or (not force and now - last[1] < self._clock_interval)
         ):
             return
         self._clock_reported = (watermark_ms, now)

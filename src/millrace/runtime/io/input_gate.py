@@ -2,8 +2,8 @@
 
 One channel per producer subtask. The gate keeps one outstanding long poll per unfinished
 channel and hands events to the task as they arrive, preserving each channel's order; it tracks
-per-channel watermarks (the gate's watermark is their minimum, seed 002) and aligns checkpoint
-barriers (Carbone et al. 2015):
+per-channel watermarks (the gate's watermark is their minimum over the channels that are not
+idle, seed 002; it never goes back) and aligns checkpoint barriers (Carbone et al. 2015):
 
 * aligned (EXACTLY_ONCE): once barrier ``n`` arrived on a channel, that channel is blocked: its
   later events wait (nothing more is polled from it; what came in the same reply is held back)
@@ -27,12 +27,14 @@ from concurrent.futures import Future
 
 from millrace.runtime.deployment import InputChannelDescriptor
 from millrace.runtime.io.partition_events import (
+    MAX_WATERMARK,
     MIN_WATERMARK,
     CheckpointBarrier,
     EndOfPartition,
     PartitionEvent,
     PartitionEvents,
     Watermark,
+    WatermarkStatus,
 )
 
 __all__ = ["BARRIER_CHANNEL", "InputGate"]
@@ -66,6 +68,8 @@ class InputGate:
         self._next_index = [0] * n
         self._finished = [False] * n
         self._watermarks = [MIN_WATERMARK] * n
+        self._idle = [False] * n
+        self._watermark = MIN_WATERMARK
         self._pending: dict[Future[PartitionEvents], int] = {}
         self._held: list[deque[PartitionEvent]] = [deque() for _ in range(n)]
         self._blocked = [False] * n
@@ -79,8 +83,15 @@ class InputGate:
 
     @property
     def watermark(self) -> int:
-        """Minimum of the channels' last watermarks (epoch ms)."""
-        return min(self._watermarks) if self._watermarks else MIN_WATERMARK
+        """Minimum of the last watermarks of the channels that are not idle (epoch ms);
+        when every channel is idle, the largest of them (Flink's StatusWatermarkValve: all
+        progress made so far is released). Monotonic."""
+        return self._watermark
+
+    def _update_watermark(self) -> None:
+        active = [w for w, idle in zip(self._watermarks, self._idle, strict=True) if not idle]
+        candidate = min(active) if active else max(self._watermarks, default=MIN_WATERMARK)
+        self._watermark = max(self._watermark, candidate)
 
     @property
     def aligning(self) -> int | None:
@@ -132,8 +143,16 @@ class InputGate:
             return
         if isinstance(event, Watermark):
             self._watermarks[channel] = max(self._watermarks[channel], event.timestamp_ms)
+            self._update_watermark()
+        elif isinstance(event, WatermarkStatus):
+            self._idle[channel] = not event.active
+            self._update_watermark()
+            return  # the task needs no word of it
         elif isinstance(event, EndOfPartition):
             self._finished[channel] = True
+            self._idle[channel] = False
+            self._watermarks[channel] = MAX_WATERMARK
+            self._update_watermark()
         out.append((channel, event))
         if isinstance(event, EndOfPartition):
             self._maybe_aligned(out)

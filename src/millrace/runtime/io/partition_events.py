@@ -19,6 +19,7 @@ __all__ = [
     "PartitionEvent",
     "PartitionEvents",
     "Watermark",
+    "WatermarkStatus",
 ]
 
 MIN_WATERMARK = -(2**63)
@@ -52,6 +53,21 @@ class Watermark:
 
 
 @dataclass(frozen=True)
+class WatermarkStatus:
+    """Whether this channel's watermarks count (Flink's WatermarkStatus).
+
+    A source subtask with nothing to read (an unbounded source waiting for splits) goes idle,
+    so that its silence does not hold back everyone's event time; it turns active again before
+    its next records.
+
+    Attributes:
+        active: False when the channel goes idle, True when it resumes.
+    """
+
+    active: bool
+
+
+@dataclass(frozen=True)
 class CheckpointBarrier:
     """Everything before this event belongs to checkpoint ``checkpoint_id``, nothing after.
 
@@ -69,7 +85,7 @@ class EndOfPartition:
     """The producer finished; no event follows."""
 
 
-PartitionEvent = DataBundle | Watermark | CheckpointBarrier | EndOfPartition
+PartitionEvent = DataBundle | Watermark | WatermarkStatus | CheckpointBarrier | EndOfPartition
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """GlobalClockService: the JobMaster's view of event-time progress (Gearpump's global clock,
 seed 001).
 
-Every task reports its min clock — a source the watermark it emitted, a window task the
-watermark up to which it fired — when it advances. The global min clock is the minimum over the
-job's current tasks and never goes back: every record with an earlier event time has been
-processed. REST shows it with every task's clock (``GET /jobs/{id}/watermarks``).
+Every task reports its min clock — a source the watermark it emitted (MAX while it is idle:
+nothing of it is pending), a window task the watermark up to which it fired — when it moves.
+The global min clock is the minimum over the job's current tasks and never goes back: every
+record with an earlier event time has been processed. REST shows it with every task's clock
+(``GET /jobs/{id}/watermarks``).
 """
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ class GlobalClockService:
         }
 
     def report(self, attempt_id: ExecutionAttemptId, watermark_ms: int) -> None:
-        """A task's clock advanced (reports of former attempts are ignored)."""
+        """A task's clock moved (reports of former attempts are ignored). An idle source
+        reports MAX_WATERMARK: nothing of it is pending (seed 001's definition of a task's min
+        clock); the global min clock still never goes back."""
         clock = self._clocks.get(attempt_id)
-        if clock is None or watermark_ms <= clock.watermark_ms:
+        if clock is None or watermark_ms == clock.watermark_ms:
             return
         self._clocks[attempt_id] = TaskClock(clock.vertex, clock.subtask_index, watermark_ms)
         current = min(c.watermark_ms for c in self._clocks.values())
