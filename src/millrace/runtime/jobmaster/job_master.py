@@ -212,12 +212,14 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         shutil.rmtree(self._working_dir, ignore_errors=True)
         prepared = prepare_job(self.job_graph, self._storage, restore_from, savepoint_path)
         self._committer.set_sinks(prepared.sinks)
-        if restore_from is not None:
+        if restore_from is not None:  # a failover: finish its commit, drop the rest
             self._committer.restore(restore_from).result()
+        elif prepared.restored is not None:  # a savepoint or an earlier job's checkpoint
+            self._committer.abort().result()
+            self._committer.commit(prepared.restored).result()
         else:
             self._committer.abort().result()
-            if prepared.restored is None:
-                self._committer.initialize()
+            self._committer.initialize()
         return prepared
 
     def _prepared(self, preparing: Future[PreparedJob]) -> None:
@@ -225,8 +227,12 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         if self.execution_graph.status is not JobStatus.RUNNING and not restarting:
             return
         if preparing.exception() is not None:
+            cause = f"preparing the job failed: {_describe(preparing.exception())}"
             self.execution_graph.status = JobStatus.RUNNING
-            self._fail_job(f"preparing the job failed: {_describe(preparing.exception())}")
+            if restarting:  # e.g. a sink's restore commit hit an outage: retry, under the strategy
+                self._handle_failure(cause)
+            else:
+                self._fail_job(cause)
             self._maybe_complete()
             return
         prepared = preparing.result()
@@ -791,7 +797,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 graph.status = (
                     JobStatus.CANCELED if graph.status is JobStatus.CANCELLING else JobStatus.FAILED
                 )
-            self._committer.abort()
+            self._committer.abort(keep=self.checkpoints.retained())
         details = self._details()
         duration = self._end - self._start
         result: JobResult

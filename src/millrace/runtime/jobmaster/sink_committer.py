@@ -10,7 +10,7 @@ what its finishing tasks staged after the last checkpoint.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -53,10 +53,12 @@ class SinkCommitter:
         return self._executor.submit(self._commit, metadata)
 
     def _commit(self, metadata: CheckpointMetadata) -> None:
+        # under the job that took the checkpoint: a retained checkpoint of an earlier job is
+        # committed as that job would have, so a commit it did make is not made twice
         for key, handles in metadata.sink_pending().items():
             sink = self._sinks.get(key)
             if sink is not None:
-                sink.commit(self._job_id, metadata.checkpoint_id, handles)
+                sink.commit(metadata.job_id, metadata.checkpoint_id, handles)
         if metadata.sink_pending():
             logger.info("job %s: committed checkpoint %d", self._job_id, metadata.checkpoint_id)
 
@@ -82,14 +84,16 @@ class SinkCommitter:
 
         return self._executor.submit(run)
 
-    def abort(self) -> Future[None]:
-        """Drop every staged data of the job (it failed or was cancelled)."""
-        return self._executor.submit(self._abort)
+    def abort(self, keep: Iterable[CheckpointMetadata] = ()) -> Future[None]:
+        """Drop the job's staged data, except what the checkpoints ``keep`` list (retained
+        checkpoints of a failed or cancelled job, which a later run may restore and commit)."""
+        kept = {h for metadata in keep for hs in metadata.sink_pending().values() for h in hs}
+        return self._executor.submit(self._abort, kept)
 
-    def _abort(self) -> None:
+    def _abort(self, keep: Collection[str] = frozenset()) -> None:
         for sink in self._sinks.values():
             try:
-                sink.abort(self._job_id)
+                sink.abort(self._job_id, keep)
             except Exception:
                 logger.exception("aborting %s failed", sink.describe())
 
