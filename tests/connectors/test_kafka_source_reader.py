@@ -67,6 +67,15 @@ def good_rows(bundle: SourceBundle) -> list[tuple]:
     return [tuple(row) for row in frame.collect()]
 
 
+def next_bundle(reader: KafkaSourceReader, attempts: int = 20) -> SourceBundle:
+    """The next bundle (the consumer's first fetch may take longer than one poll)."""
+    for _ in range(attempts):
+        bundle = reader.poll(0.5)
+        if bundle is not None:
+            return bundle
+    raise AssertionError(f"no bundle in {attempts} polls")
+
+
 def read_to_end(reader: KafkaSourceReader, limit: int = 50) -> list[SourceBundle]:
     bundles = []
     while not reader.is_finished():
@@ -112,9 +121,7 @@ def test_resuming_at_a_snapshot_reads_exactly_the_rest(spark, kafka_broker, read
 
     before = []
     for _ in range(2):
-        bundle = first.poll(0.5)
-        assert bundle is not None
-        before += good_rows(bundle)
+        before += good_rows(next_bundle(first))
     snapshot = first.snapshot()
     first.close()
 
@@ -173,9 +180,7 @@ def test_unbounded_reader_returns_nothing_until_messages_arrive(
     assert reader.poll(0.3) is None
     assert time.monotonic() - started >= 0.3
     produce(bootstrap, topic, [b'{"id": 7, "name": "late"}'] * 3, [1, 1, 1])
-    bundle = None
-    while bundle is None:
-        bundle = reader.poll(0.3)
+    bundle = next_bundle(reader)
 
     assert good_rows(bundle) == [(7, "late")] * 3
     assert [(s.split.split_id, s.position, s.finished) for s in bundle.progress] == [

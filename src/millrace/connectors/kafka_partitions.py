@@ -69,8 +69,6 @@ def consumer_config(
         # The Python client requires a group id even for assign(); nothing joins or commits.
         "group.id": "millrace",
         "auto.offset.reset": "earliest",
-        # Larger fetches: fewer round trips for a backlog (librdkafka's default is 1 MiB).
-        "max.partition.fetch.bytes": 8 * 1024 * 1024,
         **properties,
         # what the source relies on, whatever the properties say
         "bootstrap.servers": bootstrap_servers,
