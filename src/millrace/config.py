@@ -481,6 +481,13 @@ class CheckpointingOptions:
         "Where checkpoints are written: a directory or any fsspec URL every process can reach "
         "(default <io.tmp.dirs>/checkpoints).",
     )
+    SAVEPOINT_PATH = _option(
+        "execution.savepoint.path",
+        "str",
+        "",
+        "A savepoint (or retained checkpoint) a job starts from ('millrace run "
+        "--from-savepoint'); its parallelism may differ.",
+    )
     SAVEPOINTS_DIR = _option(
         "state.savepoints.dir",
         "str",

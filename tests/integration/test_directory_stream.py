@@ -1,49 +1,29 @@
 """An unbounded job over a directory that files keep arriving in: windows fire as event time
-advances, output becomes visible checkpoint by checkpoint, and a lost TaskManager costs nothing.
+advances, output becomes visible checkpoint by checkpoint, a lost TaskManager costs nothing,
+and a savepoint carries the job over to a new run at another parallelism.
 """
 
 from __future__ import annotations
 
-import shutil
-import time
-from pathlib import Path
-
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import functions as F
 
-from millrace import (
-    Configuration,
-    DirectorySource,
-    ParquetSink,
-    StreamExecutionEnvironment,
-    tumbling,
-)
+from millrace import Configuration, StreamExecutionEnvironment
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.minicluster import MiniCluster
 from tests.integration.helpers import expected_flight_delays, read_flights
+from tests.integration.streams import (
+    arrive,
+    assert_exactly,
+    build_inbox_delays,
+    committed,
+    fired_through,
+    stream_settings,
+    wait_for_rows,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
-
-WAIT = 180.0
-
-
-def committed(out: Path) -> pd.DataFrame:
-    files = sorted(out.glob("part-*.parquet"))
-    if not files:
-        return pd.DataFrame(columns=["carrier", "window_start"])
-    frame = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
-    return frame.sort_values(["carrier", "window_start"], ignore_index=True)
-
-
-def arrive(flights_dir: Path, inbox: Path, month: int) -> None:
-    """A month's file appears in the directory at once (written aside, then renamed in)."""
-    source = flights_dir / f"flights-2013-{month:02d}.parquet"
-    hidden = inbox / f".incoming-{month:02d}.parquet"
-    shutil.copy(source, hidden)
-    hidden.rename(inbox / source.name)
 
 
 def test_files_arriving_in_a_directory_stream_through_windows_exactly_once(
@@ -51,38 +31,12 @@ def test_files_arriving_in_a_directory_stream_through_windows_exactly_once(
 ) -> None:
     inbox, out = tmp_path / "inbox", tmp_path / "out"
     inbox.mkdir()
-    conf = Configuration(
-        {
-            "parallelism.default": 2,
-            "minicluster.number-of-taskmanagers": 3,
-            "io.tmp.dirs": str(tmp_path / "tmp"),
-            "execution.checkpointing.interval": "300 ms",
-            "source.discovery-interval": "200 ms",
-            "execution.bundle.max-records": 10_000,  # several bundles per month file
-            "heartbeat.interval": "100 ms",
-            "heartbeat.pause": "1 s",
-            "restart-strategy.fixed-delay.delay": "100 ms",
-        }
-    )
+    conf = Configuration(stream_settings(tmp_path))
     env = StreamExecutionEnvironment(conf, spark)
-    (
-        env.from_source(DirectorySource.parquet(str(inbox)), event_time="time_hour",
-                        max_out_of_orderness="1 h")
-        .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
-        .key_by("carrier")
-        .window(tumbling("1 day"))
-        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-        .sink_to(ParquetSink(str(out)))
-    )  # fmt: skip
+    build_inbox_delays(env, inbox, out)
     graph = env.get_job_graph("inbox-delays")
     flights = read_flights(flights_dir)
     expected = expected_flight_delays(flights)
-
-    def fired_through(month: int) -> pd.DataFrame:
-        """Windows that must have fired once months 1..month arrived: those ending at least
-        one hour (the out-of-orderness) before the last event."""
-        last = flights[flights["month"] <= month]["time_hour"].max()
-        return expected[expected["window_end"] <= last - pd.Timedelta(hours=1)]
 
     with MiniCluster(conf, spark_session=spark) as cluster:
         assert cluster.dispatcher is not None
@@ -90,7 +44,7 @@ def test_files_arriving_in_a_directory_stream_through_windows_exactly_once(
         cluster.job_client.submit_job_detached(graph).result(60)
         for month in (1, 2):
             arrive(flights_dir, inbox, month)
-        wait_for_rows(out, len(fired_through(2)))
+        wait_for_rows(out, len(fired_through(flights, expected, 2)))
 
         rm = cluster.resource_manager
         assert rm is not None
@@ -98,25 +52,63 @@ def test_files_arriving_in_a_directory_stream_through_windows_exactly_once(
         busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
         next(te for te in cluster.task_executors if te.resource_id == busy).close_async().result(30)
         arrive(flights_dir, inbox, 3)
-        wait_for_rows(out, len(fired_through(3)))
+        wait_for_rows(out, len(fired_through(flights, expected, 3)))
         details = dispatcher.request_job_details(graph.job_id).result(30)
         assert details.status is JobStatus.RUNNING and details.restarts >= 1
         watermarks = dispatcher.request_watermarks(graph.job_id).result(30)
         dispatcher.cancel_job(graph.job_id).result(30)
 
-    actual = committed(out)
-    wanted = fired_through(3)
-    assert len(actual) == len(wanted)  # no window twice, none missing
-    merged = actual.merge(wanted, on=["carrier", "window_start"], suffixes=("", "_expected"))
-    assert len(merged) == len(wanted)
-    assert (merged["flights"] == merged["flights_expected"]).all()
-    assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
+    assert_exactly(committed(out), fired_through(flights, expected, 3))
     march = pd.Timestamp("2013-03-01", tz="UTC").value // 10**6
     assert watermarks.min_clock_ms >= march  # the global min clock followed the data
 
 
-def wait_for_rows(out: Path, rows: int) -> None:
-    deadline = time.monotonic() + WAIT
-    while len(committed(out)) < rows:
-        assert time.monotonic() < deadline, f"{len(committed(out))} of {rows} rows committed"
-        time.sleep(0.2)
+def test_a_savepoint_resumes_in_a_new_job_at_another_parallelism(
+    spark, flights_dir, tmp_path
+) -> None:
+    inbox, out = tmp_path / "inbox", tmp_path / "out"
+    inbox.mkdir()
+    flights = read_flights(flights_dir)
+    expected = expected_flight_delays(flights)
+    first = Configuration(stream_settings(tmp_path))
+    env = StreamExecutionEnvironment(first, spark)
+    build_inbox_delays(env, inbox, out)
+    graph = env.get_job_graph("inbox-delays")
+    with MiniCluster(first, spark_session=spark) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        cluster.job_client.submit_job_detached(graph).result(60)
+        for month in (1, 2):
+            arrive(flights_dir, inbox, month)
+        wait_for_rows(out, len(fired_through(flights, expected, 2)))
+        savepoint = dispatcher.trigger_savepoint(graph.job_id, None, True).result(120)
+        result = cluster.job_client.request_job_details(graph.job_id).result(30)
+    assert (tmp_path / "tmp" / "savepoints").exists() and savepoint.startswith(str(tmp_path))
+    assert result.status in (JobStatus.CANCELLING, JobStatus.CANCELED)
+    before = committed(out)
+
+    second = Configuration(
+        stream_settings(
+            tmp_path, **{"parallelism.default": 3, "execution.savepoint.path": savepoint}
+        )
+    )
+    env = StreamExecutionEnvironment(second, spark)
+    build_inbox_delays(env, inbox, out)
+    resumed = env.get_job_graph("inbox-delays-resumed")
+    assert resumed.savepoint_path == savepoint
+    assert [v.vertex_id for v in resumed.vertices] == [v.vertex_id for v in graph.vertices]
+    with MiniCluster(second, spark_session=spark) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        cluster.job_client.submit_job_detached(resumed).result(60)
+        arrive(flights_dir, inbox, 3)
+        wait_for_rows(out, len(fired_through(flights, expected, 3)))
+        statistics = dispatcher.request_checkpoint_statistics(resumed.job_id).result(30)
+        details = dispatcher.request_job_details(resumed.job_id).result(30)
+        dispatcher.cancel_job(resumed.job_id).result(30)
+
+    assert statistics.restored_from  # it restored the savepoint
+    assert [v.parallelism for v in details.vertices] == [3, 3]
+    assert details.vertices[0].metrics.records_in == (flights["month"] == 3).sum()  # March only
+    assert len(before) >= len(fired_through(flights, expected, 2))
+    assert_exactly(committed(out), fired_through(flights, expected, 3))

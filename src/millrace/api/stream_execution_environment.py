@@ -17,7 +17,14 @@ from typing import Any
 from millrace.api.data_stream import DataStream
 from millrace.api.job_graph_generator import generate_job_graph
 from millrace.api.transformations import SinkTransformation, SourceTransformation
-from millrace.config import Configuration, ExecutionOptions, PipelineOptions, parse_duration
+from millrace.config import (
+    CheckpointingOptions,
+    Configuration,
+    ExecutionOptions,
+    PipelineOptions,
+    parse_duration,
+)
+from millrace.connectors.file_formats import absolute_local_path
 from millrace.errors import JobExecutionError
 from millrace.runtime.executiongraph import IOMetrics
 from millrace.runtime.job_result import JobDetails, JobResult, JobResultSuccess
@@ -175,6 +182,8 @@ class StreamExecutionEnvironment:
             job_name, self._sinks, self._parallelism, self._max_parallelism
         )
         job_graph.configuration = _job_configuration(self.configuration)
+        savepoint = self.configuration.get(CheckpointingOptions.SAVEPOINT_PATH)
+        job_graph.savepoint_path = absolute_local_path(savepoint) if savepoint else None
         return job_graph
 
     def execute(self, job_name: str = "millrace job") -> JobExecutionResult | JobSubmissionResult:

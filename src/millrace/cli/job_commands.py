@@ -1,4 +1,4 @@
-"""``millrace list`` and ``millrace cancel``: jobs of a standalone cluster, over RPC."""
+"""``millrace list``, ``cancel`` and ``savepoint``: jobs of a standalone cluster, over RPC."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from millrace.config import Configuration, RpcOptions
 from millrace.errors import ConfigError, MillraceError
 from millrace.runtime.job_result import JobDetails
 
-__all__ = ["cancel", "list_jobs"]
+__all__ = ["cancel", "list_jobs", "savepoint"]
+
+_SAVEPOINT_WAIT = 3600.0  # seconds a savepoint may take
 
 JobManager = Annotated[
     str | None, typer.Option("--jobmanager", "-m", help="HOST:PORT of the JobManager.")
@@ -48,6 +50,13 @@ def list_jobs(
 
 def cancel(
     job_id: Annotated[str, typer.Argument(help="Job id, or a unique prefix of it.")],
+    with_savepoint: Annotated[
+        bool, typer.Option("--savepoint", "-s", help="Take a savepoint first (Flink's cancel -s).")
+    ] = False,
+    target_directory: Annotated[
+        str | None,
+        typer.Option("--target-directory", help="Where the savepoint goes (state.savepoints.dir)."),
+    ] = None,
     jobmanager: JobManager = None,
     dynamic: DynamicProperties = [],  # noqa: B006
     config_file: ConfigFile = None,
@@ -55,22 +64,63 @@ def cancel(
     """Cancel a running job: its tasks stop everywhere and it ends CANCELED."""
     console = Console()
     conf = load_configuration_or_exit(console, config_file, dynamic)
+    job = _resolve_job(console, conf, jobmanager, job_id)
+    if with_savepoint:
+        location = _with_dispatcher(
+            console, conf, jobmanager,
+            lambda d: d.trigger_savepoint(job.job_id, target_directory, True,
+                                          timeout=_SAVEPOINT_WAIT),
+            _SAVEPOINT_WAIT,
+        )  # fmt: skip
+        console.print(f"savepoint of job {job.job_id} at {location}")
+    else:
+        _with_dispatcher(console, conf, jobmanager, lambda d: d.cancel_job(job.job_id))
+    console.print(f"cancelled job {job.job_id} ({job.name})")
+
+
+def savepoint(
+    job_id: Annotated[str, typer.Argument(help="Job id, or a unique prefix of it.")],
+    target_directory: Annotated[
+        str | None, typer.Argument(help="Where it goes (default state.savepoints.dir).")
+    ] = None,
+    jobmanager: JobManager = None,
+    dynamic: DynamicProperties = [],  # noqa: B006
+    config_file: ConfigFile = None,
+) -> None:
+    """Take a savepoint of a running job; print where it lies (for run --from-savepoint)."""
+    console = Console()
+    conf = load_configuration_or_exit(console, config_file, dynamic)
+    job = _resolve_job(console, conf, jobmanager, job_id)
+    location = _with_dispatcher(
+        console, conf, jobmanager,
+        lambda d: d.trigger_savepoint(job.job_id, target_directory, False,
+                                      timeout=_SAVEPOINT_WAIT),
+        _SAVEPOINT_WAIT,
+    )  # fmt: skip
+    console.print(f"savepoint of job {job.job_id} ({job.name}) at {location}")
+
+
+def _resolve_job(
+    console: Console, conf: Configuration, jobmanager: str | None, job_id: str
+) -> JobDetails:
+    """The one job whose id starts with ``job_id``; exit 1 otherwise."""
     jobs: list[JobDetails] = _with_dispatcher(console, conf, jobmanager, lambda d: d.list_jobs())
     matches = [j for j in jobs if j.job_id.startswith(job_id)]
     if len(matches) != 1:
         console.print(f"[red]{len(matches)} jobs match {job_id!r}[/]; give more of the id")
         raise typer.Exit(1)
-    job = matches[0]
-    _with_dispatcher(console, conf, jobmanager, lambda d: d.cancel_job(job.job_id))
-    console.print(f"cancelled job {job.job_id} ({job.name})")
+    return matches[0]
 
 
-def _with_dispatcher(console: Console, conf: Configuration, jobmanager: str | None, call):  # type: ignore[no-untyped-def]
-    """Run ``call(dispatcher_gateway)`` and wait for its reply; exit 1 on failure."""
+def _with_dispatcher(  # type: ignore[no-untyped-def]
+    console: Console, conf: Configuration, jobmanager: str | None, call, wait: float | None = None
+):
+    """Run ``call(dispatcher_gateway)`` and wait for its reply (``wait`` s, default the ask
+    timeout); exit 1 on failure, 2 on a bad configuration."""
     try:
         address = resolve_jobmanager(conf, jobmanager)
         with RemoteCluster(conf, address) as cluster:
-            return call(cluster.dispatcher()).result(conf.get(RpcOptions.ASK_TIMEOUT))
+            return call(cluster.dispatcher()).result(wait or conf.get(RpcOptions.ASK_TIMEOUT))
     except (ConfigError, ValueError) as error:
         console.print(f"[red]configuration error:[/] {error}")
         raise typer.Exit(2) from None

@@ -31,11 +31,17 @@ from millrace.cli.cli_configuration import (
     load_configuration_or_exit,
 )
 from millrace.cli.cluster_commands import cluster_app, taskmanager_app
-from millrace.cli.job_commands import cancel, list_jobs
+from millrace.cli.job_commands import cancel, list_jobs, savepoint
 from millrace.cli.job_summary import print_summary
 from millrace.cli.progress import DetachedExecutor, ProgressExecutor
 from millrace.cli.remote_cluster import RemoteCluster, resolve_jobmanager
-from millrace.config import ClusterOptions, Configuration, SparkOptions, all_options
+from millrace.config import (
+    CheckpointingOptions,
+    ClusterOptions,
+    Configuration,
+    SparkOptions,
+    all_options,
+)
 from millrace.errors import ConfigError, JobExecutionError, MillraceError
 from millrace.runtime.minicluster import MiniCluster
 
@@ -50,6 +56,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(taskmanager_app, name="taskmanager")
 app.command("list")(list_jobs)
 app.command("cancel")(cancel)
+app.command("savepoint")(savepoint)
 
 
 @app.callback()
@@ -72,9 +79,15 @@ def run(
     detached: Annotated[
         bool, typer.Option("--detached", "-d", help="Submit and return (needs --jobmanager).")
     ] = False,
+    from_savepoint: Annotated[
+        str | None,
+        typer.Option("--from-savepoint", "-s", help="Start from this savepoint or checkpoint."),
+    ] = None,
 ) -> None:
     """Run JOB.py on an embedded cluster (or a standalone one) and print a summary."""
     console = Console()
+    if from_savepoint:
+        dynamic = [*dynamic, f"{CheckpointingOptions.SAVEPOINT_PATH.key}={from_savepoint}"]
     conf = load_configuration_or_exit(console, config_file, dynamic)
     if detached and jobmanager is None:
         console.print(

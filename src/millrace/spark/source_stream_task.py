@@ -187,6 +187,7 @@ class SourceStreamTask(SparkStreamTask):
         )
         self._emit_watermark(self._tracker.advance())
         self.report_clock(self._tracker.emitted)
+        self.report_progress()
 
     def _side_output_name(self, sequence: int) -> str:
         return (

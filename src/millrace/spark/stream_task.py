@@ -18,6 +18,8 @@ from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, Ta
 
 __all__ = ["SparkStreamTask"]
 
+_METRICS_INTERVAL = 1.0  # seconds between two progress reports of a running task
+
 
 class SparkStreamTask(AbstractInvokable):
     """Base of SourceStreamTask and WindowStreamTask.
@@ -40,6 +42,7 @@ class SparkStreamTask(AbstractInvokable):
         self.ask_timeout = environment.configuration.get(RpcOptions.ASK_TIMEOUT)
         self._clock_interval = environment.configuration.get(ExecutionOptions.CLOCK_REPORT_INTERVAL)
         self._clock_reported: tuple[int, float] | None = None  # (watermark, when)
+        self._metrics_reported = 0.0
 
     @property
     def spark(self) -> Any:
@@ -105,6 +108,13 @@ class SparkStreamTask(AbstractInvokable):
             return
         self._clock_reported = (watermark_ms, now)
         self.environment.checkpoint_responder.report_watermark(watermark_ms)
+
+    def report_progress(self) -> None:
+        """Send the task's counters to the JobMaster, at most once a second."""
+        now = time.monotonic()
+        if now - self._metrics_reported >= _METRICS_INTERVAL:
+            self._metrics_reported = now
+            self.environment.report_metrics()
 
     def apply_transforms(self, frame: Any, transforms: list[TransformOperator]) -> Any:
         """Apply the chained ``transform`` functions to ``frame`` (lazily).

@@ -93,6 +93,7 @@ class WindowStreamTask(SparkStreamTask):
             elif len(self._files) > max_files:
                 self._compact()
             self.report_clock(self._fired)
+            self.report_progress()
         if self._ready(gate.watermark):
             self._fire(gate.watermark)
         self.report_clock(self._fired, force=True)
@@ -111,8 +112,7 @@ class WindowStreamTask(SparkStreamTask):
     def _ready(self, watermark: int) -> bool:
         """Whether some pending window ends at or before ``watermark + 1``."""
         return watermark > self._fired and any(
-            f.min_window_end_ms is None or f.min_window_end_ms - 1 <= watermark
-            for f in self._files
+            f.min_window_end_ms is None or f.min_window_end_ms - 1 <= watermark for f in self._files
         )
 
     def _pending_frame(self) -> Any:
@@ -175,9 +175,7 @@ class WindowStreamTask(SparkStreamTask):
         op, env = self._op, self.environment
         frame = self._pending_frame()
         if op.plan.decomposable:
-            merged = frame.groupBy(*op.keys, WINDOW_START, KEY_GROUP).agg(
-                *op.plan.merge_columns()
-            )
+            merged = frame.groupBy(*op.keys, WINDOW_START, KEY_GROUP).agg(*op.plan.merge_columns())
             # Keep the partials' types (a sum of decimal sums would widen each compaction).
             types = dict(frame.dtypes)
             frame = merged.select(*[F.col(c).cast(types[c]) for c in merged.columns])
@@ -248,9 +246,7 @@ class WindowStreamTask(SparkStreamTask):
             [pq.read_table(f.path) for f in self._files], promote_options="default"
         )
         if self._fired > MIN_WATERMARK:
-            ends = pc.add(
-                pc.divide(table.column(WINDOW_START), 1000), self._op.window.size_ms - 1
-            )
+            ends = pc.add(pc.divide(table.column(WINDOW_START), 1000), self._op.window.size_ms - 1)
             table = table.filter(pc.greater(ends, self._fired))
         return table if table.num_rows else None
 

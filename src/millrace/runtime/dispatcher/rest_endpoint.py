@@ -1,9 +1,11 @@
 """DispatcherRestEndpoint: the cluster's REST API, served by the JobManager process (seed 003).
 
 Flink's paths and JSON field names: ``GET /overview``, ``GET /jobs``, ``GET /jobs/{jobid}``,
-``GET /taskmanagers``, ``POST /jobs`` (a JobGraph), ``PATCH /jobs/{jobid}?mode=cancel``; the
-OpenAPI description is served at ``/openapi.json`` (and browsable at ``/docs``). Errors come as
-``{"errors": [message]}``.
+``GET /jobs/{jobid}/checkpoints``, ``GET /jobs/{jobid}/watermarks`` (the global min clock and
+every task's), ``GET /taskmanagers``, ``POST /jobs`` (a JobGraph), ``PATCH
+/jobs/{jobid}?mode=cancel``, ``POST /jobs/{jobid}/savepoints`` (answers a request id) and ``GET
+/jobs/{jobid}/savepoints/{requestid}``; the OpenAPI description is served at ``/openapi.json``
+(and browsable at ``/docs``). Errors come as ``{"errors": [message]}``.
 
 Reads are open, like Flink's; writes (submitting user code, cancelling) carry
 ``Authorization: Bearer <token>``, the token being derived from the cluster secret
@@ -28,21 +30,41 @@ from typing import Any
 
 from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 
 from millrace.errors import JobSubmissionError
 from millrace.rpc.message_codec import CodecError, MessageCodec
+from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointRecord
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.dispatcher.rest_models import (
+    CheckpointInfo,
+    CheckpointingStatistics,
+    JobDetailsInfo,
+    JobIdsWithStatus,
+    JobIdWithStatus,
+    JobSubmitResponse,
+    JobVertexDetails,
+    JobWatermarks,
+    Overview,
+    SavepointRequest,
+    SavepointStatus,
+    TaskManagerInfoModel,
+    TaskManagersInfo,
+    TaskWatermark,
+    TriggerResponse,
+    VertexMetrics,
+)
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.types import new_id
 
 __all__ = ["DispatcherRestEndpoint", "create_rest_app", "rest_token"]
 
 logger = logging.getLogger(__name__)
 
 _VERSION = "0.1.0"
+_SAVEPOINT_TIMEOUT = 3600.0  # seconds a savepoint may take before its request fails
 
 
 def rest_token(secret: bytes) -> str:
@@ -51,74 +73,6 @@ def rest_token(secret: bytes) -> str:
     Knowing it allows REST writes, not joining the RPC cluster.
     """
     return hmac.new(secret, b"millrace-rest-v1", hashlib.sha256).hexdigest()
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
-
-
-class Overview(_Model):
-    taskmanagers: int
-    slots_total: int = Field(alias="slots-total")
-    slots_available: int = Field(alias="slots-available")
-    jobs_running: int = Field(alias="jobs-running")
-    jobs_finished: int = Field(alias="jobs-finished")
-    jobs_cancelled: int = Field(alias="jobs-cancelled")
-    jobs_failed: int = Field(alias="jobs-failed")
-    millrace_version: str = Field(alias="millrace-version")
-
-
-class JobIdWithStatus(_Model):
-    id: str
-    status: str
-
-
-class JobIdsWithStatus(_Model):
-    jobs: list[JobIdWithStatus]
-
-
-class VertexMetrics(_Model):
-    read_records: int = Field(alias="read-records")
-    write_records: int = Field(alias="write-records")
-    dead_letters: int = Field(alias="dead-letters")
-    late_records: int = Field(alias="late-records")
-    spark_jobs: int = Field(alias="spark-jobs")
-
-
-class JobVertexDetails(_Model):
-    name: str
-    parallelism: int
-    tasks: dict[str, int] = Field(description="ExecutionState -> number of subtasks in it")
-    metrics: VertexMetrics
-
-
-class JobDetailsInfo(_Model):
-    jid: str
-    name: str
-    state: str
-    start_time: int = Field(alias="start-time", description="epoch ms")
-    end_time: int = Field(alias="end-time", description="epoch ms, -1 while running")
-    duration: int = Field(description="ms")
-    restarts: int
-    splits_total: int = Field(alias="splits-total")
-    splits_assigned: int = Field(alias="splits-assigned")
-    vertices: list[JobVertexDetails]
-
-
-class TaskManagerInfoModel(_Model):
-    id: str
-    path: str = Field(description="RPC address of its TaskExecutor")
-    slots_number: int = Field(alias="slotsNumber")
-    free_slots: int = Field(alias="freeSlots")
-
-
-class TaskManagersInfo(_Model):
-    taskmanagers: list[TaskManagerInfoModel]
-
-
-class JobSubmitResponse(_Model):
-    jobid: str
-    job_url: str = Field(alias="jobUrl")
 
 
 async def _result(future: Future[Any], timeout: float) -> Any:
@@ -241,6 +195,94 @@ def create_rest_app(
                 for i in infos
             ]
         )
+
+    def checkpoint_info(record: CheckpointRecord) -> CheckpointInfo:
+        return CheckpointInfo(
+            id=record.checkpoint_id,
+            status=record.status,
+            is_savepoint=record.is_savepoint,
+            trigger_timestamp=record.trigger_ms,
+            end_to_end_duration=record.duration_ms,
+            state_size=record.state_size_bytes,
+            external_path=record.location,
+            failure_message=record.failure,
+        )
+
+    async def running(call: Any) -> Any:
+        try:
+            return await _result(call(), timeout)
+        except JobSubmissionError as error:
+            raise HTTPException(404, str(error)) from None
+
+    @app.get(
+        "/jobs/{jobid}/checkpoints",
+        response_model=CheckpointingStatistics,
+        response_model_by_alias=True,
+    )
+    async def checkpoints(jobid: str) -> CheckpointingStatistics:
+        stats = await running(lambda: dispatcher.request_checkpoint_statistics(jobid))
+        completed = [r for r in stats.history if r.status == "COMPLETED"]
+        return CheckpointingStatistics(
+            counts={
+                "completed": stats.completed,
+                "failed": stats.failed,
+                "in_progress": stats.in_progress,
+            },
+            interval=stats.interval_ms,
+            mode=stats.mode,
+            restored=stats.restored_from,
+            retained=stats.retained,
+            latest=checkpoint_info(completed[-1]) if completed else None,
+            history=[checkpoint_info(r) for r in stats.history],
+        )
+
+    @app.get("/jobs/{jobid}/watermarks", response_model=JobWatermarks, response_model_by_alias=True)
+    async def watermarks(jobid: str) -> JobWatermarks:
+        info = await running(lambda: dispatcher.request_watermarks(jobid))
+        return JobWatermarks(
+            min_clock=info.min_clock_ms,
+            tasks=[
+                TaskWatermark(vertex=c.vertex, subtask=c.subtask_index, watermark=c.watermark_ms)
+                for c in info.tasks
+            ],
+        )
+
+    savepoints: dict[str, Future[str]] = {}
+
+    @app.post(
+        "/jobs/{jobid}/savepoints",
+        status_code=202,
+        response_model=TriggerResponse,
+        response_model_by_alias=True,
+    )
+    async def trigger_savepoint(
+        jobid: str, request: SavepointRequest, authorization: str | None = Header(default=None)
+    ) -> TriggerResponse:
+        """Trigger a savepoint (and cancel the job once it is taken, with cancel-job)."""
+        authorize(authorization)
+        await running(lambda: dispatcher.request_job_details(jobid))
+        taking = dispatcher.trigger_savepoint(
+            jobid, request.target_directory, request.cancel_job, timeout=_SAVEPOINT_TIMEOUT
+        )
+        request_id = new_id()
+        savepoints[request_id] = taking
+        return TriggerResponse(request_id=request_id)
+
+    @app.get(
+        "/jobs/{jobid}/savepoints/{requestid}",
+        response_model=SavepointStatus,
+        response_model_by_alias=True,
+    )
+    async def savepoint_status(jobid: str, requestid: str) -> SavepointStatus:
+        taking = savepoints.get(requestid)
+        if taking is None:
+            raise HTTPException(404, f"no savepoint request {requestid}")
+        if not taking.done():
+            return SavepointStatus(status="IN_PROGRESS")
+        error = taking.exception()
+        if error is not None:
+            return SavepointStatus(status="COMPLETED", failure_cause=str(error))
+        return SavepointStatus(status="COMPLETED", location=taking.result())
 
     @app.post(
         "/jobs",

@@ -59,6 +59,7 @@ class TaskEnvironment:
         input_gate: The consumer's input gate, or None for sources.
         checkpoint_responder: Acknowledges checkpoints and reports watermarks to the
             JobMaster.
+        report_metrics: Sends the task's counters to the JobMaster (a RUNNING update).
 
     Threading:
         The task thread, except ``cancel`` and ``trigger_checkpoint`` (any thread).
@@ -74,6 +75,7 @@ class TaskEnvironment:
         emit: Callable[[int | None, PartitionEvent], None],
         input_gate: InputGate | None,
         checkpoint_responder: CheckpointResponder,
+        report_metrics: Callable[[], None] = lambda: None,
     ) -> None:
         self.tdd = tdd
         self.configuration = configuration
@@ -86,6 +88,7 @@ class TaskEnvironment:
         self._emit = emit
         self._cancelled = threading.Event()
         self.checkpoint_responder = checkpoint_responder
+        self._report_metrics = report_metrics
         self._triggers: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
     @property
@@ -125,6 +128,10 @@ class TaskEnvironment:
     def broadcast(self, event: PartitionEvent) -> None:
         """Append ``event`` to every subpartition of the output partition."""
         self._emit(None, event)
+
+    def report_metrics(self) -> None:
+        """Send the counters so far to the JobMaster (progress of a running task)."""
+        self._report_metrics()
 
     @property
     def restore(self) -> TaskStateSnapshot | None:

@@ -339,6 +339,9 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
             emit=lambda sub, event: self.run_async(lambda: self._emit(tdd, sub, event)),
             input_gate=gate,
             checkpoint_responder=_RpcCheckpointResponder(self, tdd),
+            report_metrics=lambda: self.run_async(
+                lambda: self._task_state_changed(tdd, ExecutionState.RUNNING, env.metrics, None)
+            ),
         )
         task = Task(
             tdd,
