@@ -17,6 +17,7 @@ from millrace.connectors import (
     KafkaSource,
     ParquetSink,
     PostgresSink,
+    ReplaySource,
 )
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "KeyedStream",
     "ParquetSink",
     "PostgresSink",
+    "ReplaySource",
     "StreamExecutionEnvironment",
     "TumblingEventTimeWindows",
     "WindowedStream",

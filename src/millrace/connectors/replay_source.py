@@ -1,0 +1,212 @@
+"""ReplaySource: Parquet files replayed as an event stream at a set rate (the benchmark
+workload, BRIEF §5).
+
+The records are ordered by their event time, each delayed by a random amount of event time up to
+``max_disorder_ms`` (seeded, so every run replays the same stream: bounded out-of-orderness),
+and dealt round-robin into ``stripes`` (splits); each stripe releases its records at
+``rate / stripes`` events per second from the moment its reader starts. All stripes cover the
+whole time range, so subtasks advance through event time together. A stripe's position is the
+number of its records released; a restored job continues the replay where its checkpoint left
+it, at the same pace. Python handles the Arrow table and slices of it; records reach Spark as
+one DataFrame per bundle.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from millrace.api.connector.source import Boundedness, SourceBundle, SourceReaderContext
+from millrace.connectors.file_formats import FileFormat, absolute_local_path, list_files
+from millrace.connectors.file_split_enumerator import FileSplitEnumerator
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
+from millrace.runtime.io.partition_events import MAX_WATERMARK
+
+__all__ = ["ReplaySource"]
+
+SPLIT_COLUMN = "__split"
+
+
+@dataclass(frozen=True)
+class ReplaySource:
+    """Replays the Parquet files under ``path`` at ``rate`` events per second.
+
+    Args:
+        path: File, directory or glob of Parquet files (made absolute here, in the client).
+        order_by: The event-time column the replay follows.
+        rate: Events per second over all stripes (> 0).
+        stripes: Splits the stream is dealt into (>= 1); at most one subtask reads each.
+        max_disorder_ms: Largest delay of a record behind its event-time place, in event time
+            (ms, >= 0): the stream's out-of-orderness.
+        seed: Seed of the delays.
+
+    Raises:
+        ValueError: For a rate <= 0, stripes < 1 or a negative disorder.
+    """
+
+    path: str
+    order_by: str
+    rate: float
+    stripes: int = 4
+    max_disorder_ms: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", absolute_local_path(self.path))
+        if self.rate <= 0 or self.stripes < 1 or self.max_disorder_ms < 0:
+            raise ValueError(
+                f"ReplaySource needs rate > 0, stripes >= 1, max_disorder_ms >= 0; got "
+                f"{self.rate}, {self.stripes}, {self.max_disorder_ms}"
+            )
+
+    @property
+    def boundedness(self) -> Boundedness:
+        return Boundedness.BOUNDED
+
+    def describe(self) -> str:
+        return f"replay of {self.path} at {self.rate:g} events/s"
+
+    def create_enumerator(self, event_time: str | None) -> FileSplitEnumerator:
+        """An event-time ordered enumerator of the stripes (blocking I/O in ``discover``)."""
+        return _ReplayEnumerator(self)
+
+    def create_reader(self, context: SourceReaderContext) -> ReplaySourceReader:
+        return ReplaySourceReader(self, context)
+
+    def stripe(self, index: int) -> Any:
+        """Stripe ``index`` as a ``pyarrow.Table`` in replay order (blocking I/O)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.concat_tables(pq.read_table(url) for url in list_files(self.path))
+        times = table.column(self.order_by).cast(pa.timestamp("us")).cast(pa.int64()).to_numpy()
+        if self.max_disorder_ms:  # each record released up to max_disorder_ms of event time late
+            rng = np.random.default_rng(self.seed)
+            times = times + rng.integers(0, self.max_disorder_ms * 1000 + 1, len(times))
+        order = np.argsort(times, kind="stable")
+        return table.take(order[index :: self.stripes])
+
+
+class _ReplayEnumerator(FileSplitEnumerator):
+    """The stripes as splits, each with its first event time (so watermarks stay bounded);
+    stripe ``i`` goes to subtask ``i % parallelism``, so the replay spreads evenly."""
+
+    def __init__(self, source: ReplaySource) -> None:
+        super().__init__(source.path, FileFormat("parquet"), source.order_by)
+        self._source = source
+
+    def next_split(self, subtask_index: int = 0, parallelism: int = 1) -> NextInputSplit:
+        mine = [s for s in self._unassigned if s.split_number % parallelism == subtask_index]
+        if not mine:
+            return NextInputSplit(None, MAX_WATERMARK, self.splits_total, self.splits_assigned)
+        bound = self._bound()
+        self._unassigned.remove(mine[0])
+        return NextInputSplit(mine[0], bound, self.splits_total, self.splits_assigned)
+
+    def discover(self) -> list[InputSplit]:
+        if self._discovered:
+            return []
+        self._discovered = True
+        splits = []
+        for index in range(self._source.stripes):
+            stripe = self._source.stripe(index)
+            first = _first_ms(stripe.column(self._source.order_by)) if stripe.num_rows else None
+            splits.append(
+                InputSplit(
+                    index,
+                    f"replay:{self._source.path}#stripe{index}of{self._source.stripes}",
+                    min_event_time_ms=first,
+                    rows=stripe.num_rows,
+                    end_position=stripe.num_rows,
+                )
+            )
+        return splits
+
+
+def _first_ms(column: Any) -> int | None:
+    import pyarrow.compute as pc
+
+    low = pc.min(column).cast("timestamp[ms]").cast("int64").as_py()
+    return None if low is None else int(low)
+
+
+@dataclass
+class _Stripe:
+    split: InputSplit
+    table: Any
+    position: int
+    started: float  # monotonic time at which the stripe's record 0 was released
+
+
+class ReplaySourceReader:
+    """Releases the records of its stripes at the replay's pace.
+
+    Threading:
+        The source task's thread only.
+    """
+
+    def __init__(self, source: ReplaySource, context: SourceReaderContext) -> None:
+        self._source = source
+        self._spark = context.spark
+        self._max_records = context.max_records
+        self._max_delay = context.max_delay
+        self._rate = source.rate / source.stripes
+        self._stripes: list[_Stripe] = []
+
+    def add_split(self, split: InputSplit, position: int) -> None:
+        index = int(split.path.rsplit("#stripe", 1)[1].split("of")[0])
+        table = self._source.stripe(index)
+        started = time.monotonic() - position / self._rate  # resume at the same pace
+        self._stripes.append(_Stripe(split, table, position, started))
+
+    def wants_splits(self) -> bool:
+        return True  # every stripe it may get: they all run at once
+
+    def poll(self, timeout: float) -> SourceBundle | None:
+        """Records released since the last bundle, up to ``max_records`` (waits for the next
+        release, at most ``timeout`` s)."""
+        import pyarrow as pa
+
+        now = time.monotonic()
+        due = [
+            (s, min(s.table.num_rows, int((now - s.started) * self._rate)) - s.position)
+            for s in self._stripes
+        ]
+        if not any(n > 0 for _, n in due):
+            waits = [s.started + (s.position + 1) / self._rate - now for s in self._stripes
+                     if s.position < s.table.num_rows]  # fmt: skip
+            time.sleep(max(0.0, min([timeout, *waits])))
+            return None
+        share = max(1, self._max_records // max(1, sum(n > 0 for _, n in due)))
+        parts, progress, newest = [], [], 0.0
+        for stripe, count in due:
+            take = min(count, share)
+            if take <= 0:
+                continue
+            part = stripe.table.slice(stripe.position, take)
+            stripe.position += take
+            newest = max(newest, stripe.started + stripe.position / self._rate)
+            parts.append(part.append_column(SPLIT_COLUMN, pa.repeat(stripe.split.split_id, take)))
+            done = stripe.position >= stripe.table.num_rows
+            progress.append(SplitState(stripe.split, stripe.position, finished=done))
+        self._stripes = [s for s in self._stripes if s.position < s.table.num_rows]
+        frame = self._spark.createDataFrame(pa.concat_tables(parts))
+        wall = time.time() - (time.monotonic() - newest)
+        return SourceBundle(
+            frame,
+            progress,
+            split_column=SPLIT_COLUMN,
+            available_at_ms=round(wall * 1000),
+            internal_columns=(SPLIT_COLUMN,),
+        )
+
+    def snapshot(self) -> list[SplitState]:
+        return [SplitState(s.split, s.position) for s in self._stripes]
+
+    def is_finished(self) -> bool:
+        return not self._stripes
+
+    def close(self) -> None:
+        self._stripes.clear()
