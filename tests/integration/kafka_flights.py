@@ -9,6 +9,7 @@ Kafka source tests, the chaos test and the streaming benchmark.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +21,10 @@ __all__ = [
     "FlightMessages",
     "create_topic",
     "flight_messages",
+    "index_before",
     "produce",
     "produce_flights",
+    "produce_range",
 ]
 
 FLIGHTS_SCHEMA = (
@@ -142,12 +145,31 @@ def produce_flights(
     """
     messages = flight_messages(flights_dir)
     create_topic(bootstrap_servers, topic, partitions)
+    produce_range(bootstrap_servers, topic, messages, 0, len(messages), partitions)
+    return messages
+
+
+def produce_range(
+    bootstrap_servers: str,
+    topic: str,
+    messages: FlightMessages,
+    start: int,
+    stop: int,
+    partitions: int = 4,
+) -> None:
+    """Produce flights ``start`` to ``stop`` (exclusive, in event-time order), flight ``i`` to
+    partition ``i % partitions``: consecutive ranges keep every partition in event-time order
+    (a stream that arrives in steps)."""
     produce(
         bootstrap_servers,
         topic,
-        messages.values,
-        [i % partitions for i in range(len(messages))],
-        keys=messages.keys,
-        timestamps_ms=messages.timestamps_ms,
+        messages.values[start:stop],
+        [i % partitions for i in range(start, stop)],
+        keys=messages.keys[start:stop],
+        timestamps_ms=messages.timestamps_ms[start:stop],
     )
-    return messages
+
+
+def index_before(messages: FlightMessages, timestamp_ms: int) -> int:
+    """Number of flights with ``time_hour`` before ``timestamp_ms`` (epoch ms)."""
+    return bisect.bisect_left(messages.timestamps_ms, timestamp_ms)

@@ -1,0 +1,132 @@
+"""An unbounded job over a Kafka topic that the flights keep arriving in: windows fire as the
+partitions' event time advances, output becomes visible checkpoint by checkpoint, and a
+TaskManager lost mid-stream costs nothing (the partitions rewind to the checkpoint's offsets).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from millrace import (
+    Configuration,
+    KafkaSource,
+    ParquetSink,
+    StreamExecutionEnvironment,
+    tumbling,
+)
+from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.executiongraph import JobStatus
+from millrace.runtime.minicluster import MiniCluster
+from tests.integration.helpers import expected_flight_delays, read_flights
+from tests.integration.kafka_flights import (
+    FLIGHTS_SCHEMA,
+    create_topic,
+    flight_messages,
+    index_before,
+    produce_range,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+WAIT = 180.0
+PARTITIONS = 4
+
+
+def committed(out: Path) -> pd.DataFrame:
+    files = sorted(out.glob("part-*.parquet"))
+    if not files:
+        return pd.DataFrame(columns=["carrier", "window_start"])
+    frame = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
+    return frame.sort_values(["carrier", "window_start"], ignore_index=True)
+
+
+def wait_for_rows(out: Path, rows: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while len(committed(out)) < rows:
+        assert time.monotonic() < deadline, f"{len(committed(out))} of {rows} rows committed"
+        time.sleep(0.2)
+
+
+def test_flights_arriving_in_a_topic_stream_through_windows_exactly_once(
+    spark, kafka_broker, flights_dir, tmp_path
+) -> None:
+    bootstrap, out = kafka_broker.bootstrap_servers, tmp_path / "out"
+    topic = f"stream-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    messages = flight_messages(flights_dir)
+    conf = Configuration(
+        {
+            "parallelism.default": 2,
+            "minicluster.number-of-taskmanagers": 3,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "execution.checkpointing.interval": "300 ms",
+            "execution.bundle.max-records": 20_000,
+            "heartbeat.interval": "100 ms",
+            "heartbeat.pause": "1 s",
+            "restart-strategy.fixed-delay.delay": "100 ms",
+        }
+    )
+    env = StreamExecutionEnvironment(conf, spark)
+    (
+        env.from_source(KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA),
+                        event_time="time_hour", max_out_of_orderness="1 h")
+        .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
+        .key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+        .sink_to(ParquetSink(str(out)))
+    )  # fmt: skip
+    graph = env.get_job_graph("kafka-stream-delays")
+    flights = read_flights(flights_dir)
+    expected = expected_flight_delays(flights)
+
+    def month_start_ms(month: int) -> int:
+        return pd.Timestamp(f"2013-{month:02d}-01", tz="UTC").value // 10**6
+
+    def fired_before(month: int) -> pd.DataFrame:
+        """Windows that must have fired once the flights before ``month`` (UTC) arrived: those
+        ending at least one hour (the out-of-orderness) before the last event."""
+        before = flights[flights["time_hour"] < pd.Timestamp(f"2013-{month:02d}-01", tz="UTC")]
+        last = before["time_hour"].max()
+        return expected[expected["window_end"] <= last - pd.Timedelta(hours=1)]
+
+    produced = 0
+
+    def arrive_until(month: int) -> None:
+        nonlocal produced
+        stop = index_before(messages, month_start_ms(month))
+        produce_range(bootstrap, topic, messages, produced, stop, PARTITIONS)
+        produced = stop
+
+    with MiniCluster(conf, spark_session=spark) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        cluster.job_client.submit_job_detached(graph).result(60)
+        arrive_until(3)  # January and February
+        wait_for_rows(out, len(fired_before(3)))
+
+        rm = cluster.resource_manager
+        assert rm is not None
+        infos = rm.call_async(rm.request_task_manager_infos).result(30)
+        busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
+        next(te for te in cluster.task_executors if te.resource_id == busy).close_async().result(30)
+        arrive_until(4)  # March
+        wait_for_rows(out, len(fired_before(4)))
+        details = dispatcher.request_job_details(graph.job_id).result(30)
+        assert details.status is JobStatus.RUNNING and details.restarts >= 1
+        dispatcher.cancel_job(graph.job_id).result(30)
+
+    actual = committed(out)
+    wanted = fired_before(4)
+    assert len(actual) == len(wanted)  # no window twice, none missing
+    merged = actual.merge(wanted, on=["carrier", "window_start"], suffixes=("", "_expected"))
+    assert len(merged) == len(wanted)
+    assert (merged["flights"] == merged["flights_expected"]).all()
+    assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
