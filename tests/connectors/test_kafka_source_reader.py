@@ -166,6 +166,8 @@ def test_malformed_values_become_dead_letters_with_a_reason(spark, kafka_broker,
     assert by_raw[""] == "message value is empty"
     assert by_raw[None] == "message has no value (null)"
     assert bundle.progress == [SplitState(bundle.progress[0].split, 7, True)]
+    partly = bundle.frame.where(bundle.raw_record.contains("wrong type")).select("name")
+    assert partly.collect()[0].name is None  # nothing of a malformed value is kept
 
 
 def test_unbounded_reader_returns_nothing_until_messages_arrive(

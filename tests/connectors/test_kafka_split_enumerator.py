@@ -3,6 +3,7 @@ partition p to subtask p % parallelism (Flink's KafkaSourceEnumerator)."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -101,5 +102,11 @@ def test_missing_topic_fails_discovery_naming_it(kafka_broker) -> None:
 
 def test_unreachable_brokers_fail_discovery_naming_them() -> None:
     bootstrap = f"127.0.0.1:{free_port()}"
-    with pytest.raises(PipelineError, match=bootstrap):
+    with pytest.raises(PipelineError, match=re.escape(bootstrap)):
         enumerator(bootstrap, "t", bounded=True, timeout=0.5).discover()
+
+
+def test_invalid_consumer_property_fails_discovery_naming_it() -> None:
+    assigner = KafkaSplitEnumerator("127.0.0.1:1", "t", True, {"no.such.property": "1"}, 1)
+    with pytest.raises(PipelineError, match=re.escape("no.such.property")):
+        assigner.discover()

@@ -14,10 +14,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from millrace.errors import PipelineError
 from millrace.runtime.io.input_split import InputSplit
 
 __all__ = [
     "consumer_config",
+    "create_consumer",
     "partition_of",
     "partition_split",
 ]
@@ -77,3 +79,20 @@ def consumer_config(
         "enable.partition.eof": True,
         "logger": logger,
     }
+
+
+def create_consumer(config: dict[str, Any], topic: str) -> Any:
+    """A ``confluent_kafka.Consumer`` with ``config`` (``consumer_config``).
+
+    Raises:
+        PipelineError: If librdkafka rejects the configuration (an unknown or invalid
+            property); ``__cause__`` holds its error.
+    """
+    from confluent_kafka import Consumer, KafkaException
+
+    try:
+        return Consumer(config)
+    except (KafkaException, ValueError, TypeError) as error:
+        raise PipelineError(
+            f"Kafka consumer of topic {topic!r}: invalid properties: {error}"
+        ) from error

@@ -5,7 +5,8 @@ A bundle's messages become one Arrow table (partition, offset, timestamp, key, v
 only Python that touches every message, one C-level ``map`` per column — which Spark takes
 whole (``createDataFrame``) and parses with ``from_json`` (PERMISSIVE, with a corrupt-record
 column). A value that is null, empty, not JSON, or JSON that does not fit the schema is a
-malformed record: a reason column says why, and the value text is kept for the dead letter.
+malformed record: a reason column says why, the value text is kept for the dead letter, and its
+fields are null (none of it, e.g. its event time, reaches the watermarks).
 The Kafka columns are internal: the pipeline sees only the schema's fields.
 """
 
@@ -120,7 +121,7 @@ def parse_json_records(spark: Any, table: Any, schema: Any, topic: str) -> Parse
         ``(<schema's fields>, __kafka_partition: int, __kafka_offset: bigint,
         __kafka_timestamp: timestamp, __kafka_key: binary, __kafka_value: binary,
         __kafka_raw: string, __kafka_split: string, __kafka_corrupt: string)``; one row per
-        message. Fields of a malformed value are null (or partly parsed).
+        message. Every field of a malformed value is null.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
@@ -136,8 +137,15 @@ def parse_json_records(spark: Any, table: Any, schema: Any, topic: str) -> Parse
             F.concat(F.lit(f"{topic}/"), F.col(PARTITION).cast("string")).alias(SPLIT),
         )
         .select("*", F.from_json(F.col(RAW), with_corrupt, options).alias(_PARSED))
-        .select(f"{_PARSED}.*", *table.column_names, RAW, SPLIT)
     )
+    corrupt = F.col(f"{_PARSED}.{CORRUPT}")
+    # a malformed value's fields stay null: Spark keeps what it parsed before the error, and
+    # e.g. a parsed event time would move its partition's watermark
+    fields = [
+        F.when(corrupt.isNull(), F.col(f"{_PARSED}.`{f.name}`")).alias(f.name)
+        for f in schema.fields
+    ]
+    frame = frame.select(*fields, corrupt.alias(CORRUPT), *table.column_names, RAW, SPLIT)
     return ParsedRecords(frame, _reason(), F.col(RAW))
 
 

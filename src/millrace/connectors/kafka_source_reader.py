@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millrace.api.connector.source import SourceBundle, SourceReaderContext
-from millrace.connectors.kafka_partitions import consumer_config, partition_of
+from millrace.connectors.kafka_partitions import consumer_config, create_consumer, partition_of
 from millrace.connectors.kafka_records import (
     INTERNAL_COLUMNS,
     OFFSET,
@@ -78,7 +78,8 @@ class KafkaSourceReader:
         context: The task's reader context.
 
     Raises:
-        PipelineError: If the schema uses a reserved field name (``__kafka_...``).
+        PipelineError: If the schema uses a reserved field name (``__kafka_...``), or a
+            consumer property is invalid.
 
     Threading:
         The source task's thread only.
@@ -104,9 +105,7 @@ class KafkaSourceReader:
         client_id = f"millrace-{topic}-{context.subtask_index}"
         config = consumer_config(bootstrap_servers, properties, client_id)
         config["error_cb"] = self._on_error
-        from confluent_kafka import Consumer
-
-        self._consumer = Consumer(config)
+        self._consumer = create_consumer(config, topic)
 
     def add_split(self, split: InputSplit, position: int) -> None:
         """Start reading ``split`` at offset ``position`` (0: at the starting offsets)."""
@@ -135,7 +134,8 @@ class KafkaSourceReader:
 
         Returns:
             The bundle (its progress: the partitions it read from or finished); None if no
-            message came within ``timeout`` and no partition finished.
+            message came within ``timeout`` (partitions found at their end meanwhile are
+            reported with the next records, or when all are at their end).
 
         Raises:
             PipelineError: On a fatal or non-retriable consumer error (``__cause__`` holds it).

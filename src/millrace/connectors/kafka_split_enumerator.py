@@ -21,7 +21,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from millrace.connectors.kafka_partitions import consumer_config, partition_of, partition_split
+from millrace.connectors.kafka_partitions import (
+    consumer_config,
+    create_consumer,
+    partition_of,
+    partition_split,
+)
 from millrace.errors import PipelineError
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit
 from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
@@ -66,13 +71,14 @@ class KafkaSplitEnumerator:
         end offsets if the source is bounded. Blocking I/O.
 
         Raises:
-            PipelineError: If the topic does not exist or the brokers do not answer within
-                the timeout (``__cause__`` holds the client's error, if any).
+            PipelineError: If the topic does not exist, the brokers do not answer within the
+                timeout, or a consumer property is invalid (``__cause__`` holds the client's
+                error, if any).
         """
-        from confluent_kafka import Consumer, KafkaException
+        from confluent_kafka import KafkaException
 
         config = consumer_config(self._bootstrap, self._properties, f"millrace-{self._topic}")
-        consumer = Consumer(config)
+        consumer = create_consumer(config, self._topic)
         try:
             partitions = [p for p in self._partitions(consumer) if p not in self._discovered]
             ends = self._end_offsets(consumer, partitions) if self._bounded else {}
