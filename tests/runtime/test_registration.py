@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 import pytest
 
@@ -25,6 +26,7 @@ from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGate
 from millrace.types import Address, AllocationId, ExecutionAttemptId, JobId, JobVertexId, ResourceId
 
 WAIT = 10.0
+SPARK: Future[object] = Future()  # the TaskExecutors here never run a Spark task
 CONF = Configuration({"rpc.lookup-timeout": "300 ms", "rpc.ask-timeout": "5 s"})
 
 
@@ -48,7 +50,7 @@ def register(rm: ResourceManagerGateway, message: RegisterTaskManager):
 
 def stub(service: LocalRpcService, name: str) -> Address:
     """A real TaskExecutor that does not register by itself (its RM address leads nowhere)."""
-    endpoint = TaskExecutor(service, CONF, "local://test/nowhere", lambda: None, ResourceId(name))
+    endpoint = TaskExecutor(service, CONF, "local://test/nowhere", SPARK, ResourceId(name))
     endpoint.start()
     return Address(endpoint.address)
 
@@ -100,7 +102,7 @@ def wait_until(predicate, timeout: float = WAIT) -> None:
 
 def test_task_executor_retries_until_the_resource_manager_exists(service) -> None:
     te = TaskExecutor(
-        service, CONF, "local://test/resourcemanager", lambda: None, ResourceId("tm-early")
+        service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-early")
     )
     te.start()
     time.sleep(0.5)  # first lookups fail (lookup timeout 300 ms); it keeps retrying
@@ -125,7 +127,7 @@ class StubJobMaster(FencedRpcEndpoint, JobMasterGateway):
 @pytest.mark.parametrize("accept", [True, False])
 def test_slot_request_is_offered_to_the_job_master(service, rm, accept) -> None:
     te = TaskExecutor(
-        service, CONF, "local://test/resourcemanager", lambda: None, ResourceId("tm-1")
+        service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-1")
     )
     te.start()
     wait_until(lambda: len(rm.request_task_manager_infos().result(WAIT)) == 1)
@@ -146,7 +148,7 @@ def test_slot_requests_wait_for_a_task_manager(service, rm) -> None:
     time.sleep(0.1)
     assert jm.call_async(lambda: jm.offers).result(WAIT) == []
     TaskExecutor(
-        service, CONF, "local://test/resourcemanager", lambda: None, ResourceId("tm-late")
+        service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-late")
     ).start()
     wait_until(lambda: len(jm.call_async(lambda: jm.offers).result(WAIT)) == 1)
 
@@ -176,7 +178,7 @@ def start_rm(service: LocalRpcService) -> tuple[ResourceManager, ResourceManager
 
 def start_te(service: LocalRpcService, name: str) -> TaskExecutor:
     te = TaskExecutor(
-        service, FAST_HEARTBEATS, "local://hb/resourcemanager", lambda: None, ResourceId(name)
+        service, FAST_HEARTBEATS, "local://hb/resourcemanager", SPARK, ResourceId(name)
     )
     te.start()
     return te

@@ -77,7 +77,7 @@ class MiniCluster:
                 self._rpc,
                 conf,
                 self.resource_manager.address,
-                self._spark.get,
+                self._spark.started,
                 ResourceId(f"taskmanager-{i}"),
             )
             te.start()

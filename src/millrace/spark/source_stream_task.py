@@ -226,8 +226,11 @@ class SourceStreamTask(SparkStreamTask):
         split_ids = [s.split.split_id for s in bundle.progress]
         if bundle.split_column is not None and event_time is not None:
             column = F.col(bundle.split_column)
+            good = column.isNotNull() if reason is None else reason.isNull()
             for i, split_id in enumerate(split_ids):
-                latest = F.when(column == F.lit(split_id), F.unix_millis(F.col(event_time)))
+                # malformed rows never move a split's watermark
+                mine = (column == F.lit(split_id)) & good
+                latest = F.when(mine, F.unix_millis(F.col(event_time)))
                 metrics.append(F.max(latest).alias(f"max{i}"))
         observed_in = Observation(f"in-{sequence}")
         frame = base.observe(observed_in, *metrics)  # same Spark job as the bundle

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,10 @@ class BackgroundSparkSession:
         app_name: Spark application name.
         given: An already running session to use instead (not stopped by ``stop``).
         factory: Starts a session from the configuration (default ``create_spark_session``).
+        warm_up: Run one small job of the kind bundles run (Arrow in, aggregate, Arrow out)
+            before the session counts as started, so that a TaskManager's first bundle — often
+            the first after a failover — does not pay the JVM's class loading and code
+            generation.
 
     Threading:
         Any thread.
@@ -123,11 +128,13 @@ class BackgroundSparkSession:
         app_name: str = "millrace",
         given: Any = None,
         factory: Any = None,
+        warm_up: bool = False,
     ) -> None:
         self._configuration = configuration
         self._app_name = app_name
         self._given = given
         self._factory = factory
+        self._warm_up = warm_up
         self.started: Future[Any] = Future()
         self._lock = threading.Lock()  # stop() against the starting thread
         self._stopping = False
@@ -147,6 +154,11 @@ class BackgroundSparkSession:
         except BaseException as error:
             self.started.set_exception(error)
             return
+        if self._warm_up:
+            try:
+                _warm_up(session)
+            except Exception:
+                logger.warning("warming Spark up failed", exc_info=True)
         self.started.set_result(session)
         if self._stopping:  # stopped while Spark was starting: stop it here
             self.stop()
@@ -163,3 +175,15 @@ class BackgroundSparkSession:
             if self._given is None and ready and not self._stopped:
                 self._stopped = True
                 stop_spark_session(self.started.result())
+
+
+def _warm_up(spark: Any) -> None:
+    """One job like a bundle's: an Arrow table in, a grouped aggregate, Arrow out."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    table = pa.table({"k": ["a", "b", "a"], "v": [1.0, 2.0, 3.0]})
+    frame = spark.createDataFrame(table).groupBy("k").agg(F.count("*"), F.avg("v"))
+    frame.toArrow()
+    logger.info("Spark warmed up in %.1f s", time.monotonic() - started)

@@ -7,6 +7,7 @@ never touches endpoints directly.
 
 from __future__ import annotations
 
+import concurrent.futures
 import queue
 import threading
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.io.partition_events import PartitionEvent
 
 __all__ = ["AbstractInvokable", "CheckpointResponder", "TaskCancelledError", "TaskEnvironment"]
+
+_SPARK_WAIT_STEP = 0.2  # seconds between cancellation checks while Spark starts
 
 
 class TaskCancelledError(JobCancelledError):
@@ -51,7 +54,7 @@ class TaskEnvironment:
     Args:
         tdd: The deployment descriptor.
         configuration: Job configuration.
-        spark: Returns the TaskManager's SparkSession, blocking until it started.
+        spark: The TaskManager's SparkSession, once started.
         working_dir: The job's directory in the exchange store (created).
         request_split: Blocking call returning the next input split (sources).
         emit: ``emit(subpartition | None, event)`` appends to the output partition; None
@@ -69,7 +72,7 @@ class TaskEnvironment:
         self,
         tdd: TaskDeploymentDescriptor,
         configuration: Configuration,
-        spark: Callable[[], Any],
+        spark: Future[Any],
         working_dir: Path,
         request_split: Callable[[], Future[NextInputSplit]],
         emit: Callable[[int | None, PartitionEvent], None],
@@ -93,9 +96,19 @@ class TaskEnvironment:
 
     @property
     def spark(self) -> Any:
-        """The SparkSession (``pyspark.sql.SparkSession``); the first use may wait for it."""
-        if self._spark is None:
-            self._spark = self._spark_provider()
+        """The SparkSession (``pyspark.sql.SparkSession``); the first use may wait for it to
+        start, and a cancellation ends that wait.
+
+        Raises:
+            TaskCancelledError: If the task is cancelled while Spark starts.
+            Exception: What starting Spark raised.
+        """
+        while self._spark is None:
+            self.check_cancelled()
+            try:
+                self._spark = self._spark_provider.result(timeout=_SPARK_WAIT_STEP)
+            except concurrent.futures.TimeoutError:
+                continue
         return self._spark
 
     @property

@@ -80,8 +80,8 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         rpc_service: Service to run on.
         configuration: Cluster configuration (slots, io.tmp.dirs, poll timeout).
         resource_manager_address: Where to register.
-        spark_session: Returns the TaskManager's SparkSession (may block until it started);
-            called on task threads only.
+        spark_session: The TaskManager's SparkSession, once started (tasks wait for it on
+            their own threads).
         resource_id: Identity of this TaskManager (generated if None).
 
     Threading:
@@ -93,7 +93,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         rpc_service: RpcService,
         configuration: Configuration,
         resource_manager_address: str,
-        spark_session: Callable[[], Any],
+        spark_session: Future[Any],
         resource_id: ResourceId | None = None,
     ) -> None:
         self.resource_id = resource_id or ResourceId(f"taskmanager-{new_id()[:8]}")

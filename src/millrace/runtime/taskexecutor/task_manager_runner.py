@@ -2,8 +2,9 @@
 
 One process: a TcpRpcService at ``taskmanager.host`` (port ``taskmanager.rpc.port``, any free
 one by default), one TaskExecutor endpoint offering ``taskmanager.numberOfTaskSlots`` slots, and
-the process's own SparkSession (local mode by default, ``spark.master`` otherwise), started in
-the background while the TaskExecutor registers at ``tcp://<jobmanager>/resourcemanager``.
+the process's own SparkSession (local mode by default, ``spark.master`` otherwise). Spark starts
+and runs one warm-up job first; then the TaskExecutor registers at
+``tcp://<jobmanager>/resourcemanager``, so its slots are offered only when they can run.
 The TaskExecutor keeps registering for as long as the JobManager is unreachable; an unexpected
 error in it stops the process with exit code 1 (escalation to the process's supervisor).
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import Future
+from typing import Any
 
 from millrace.config import Configuration, RpcOptions, TaskManagerOptions
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
@@ -56,7 +59,9 @@ class TaskManagerRunner:
         self.configuration = configuration
         self.jobmanager = jobmanager
         self.termination = termination or ProcessTermination()
-        self._spark = BackgroundSparkSession(configuration, app_name="millrace-taskmanager")
+        self._spark = BackgroundSparkSession(
+            configuration, app_name="millrace-taskmanager", warm_up=True
+        )
         self._rpc: TcpRpcService | None = None
         self._files = ClusterFiles(configuration)
         self._info: ProcessInfo | None = None
@@ -79,10 +84,10 @@ class TaskManagerRunner:
             self._rpc,
             conf,
             f"tcp://{self.jobmanager}/resourcemanager",
-            self._spark.get,
+            self._spark.started,
             ResourceId(f"taskmanager-{port}-{new_id()[:6]}"),
         )
-        self.task_executor.start()
+        self._spark.started.add_done_callback(self._spark_started)
         self._info = ProcessInfo("taskmanager", os.getpid(), self._rpc.authority)
         self._files.register(self._info)
         logger.info(
@@ -92,6 +97,20 @@ class TaskManagerRunner:
             self.jobmanager,
         )
         return self
+
+    def _spark_started(self, started: Future[Any]) -> None:
+        """Register only with a warm SparkSession: a slot offered by this TaskManager can run
+        a task at once (after a failover too). Without Spark the process stops (exit 1)."""
+        error = started.exception()
+        if error is not None:
+            logger.error("Spark did not start", exc_info=error)
+            self.termination.request_stop(f"Spark did not start: {error!r}", exit_code=1)
+            return
+        if self.task_executor is not None and self._rpc is not None:
+            try:
+                self.task_executor.start()
+            except RuntimeError:  # the process is stopping: the service closed meanwhile
+                logger.info("not starting the TaskExecutor: the TaskManager stops")
 
     def close(self) -> None:
         """Cancel the tasks, stop the endpoint and Spark with its JVM. Idempotent."""
