@@ -65,11 +65,10 @@ def test_flight_delays_over_a_replay_equals_pandas(spark, flights_dir, tmp_path)
         {
             "parallelism.default": 2,
             "io.tmp.dirs": str(tmp_path / "tmp"),
-            "execution.checkpointing.interval": "500 ms",
             "execution.bundle.max-records": 50_000,
         }
     )
-    env = StreamExecutionEnvironment(conf, spark)
+    env = StreamExecutionEnvironment(conf, spark).enable_checkpointing(500)
     (
         env.from_source(
             ReplaySource(
@@ -85,6 +84,7 @@ def test_flight_delays_over_a_replay_equals_pandas(spark, flights_dir, tmp_path)
         .sink_to(ParquetSink(str(tmp_path / "out")))
     )
     graph = env.get_job_graph("replayed-delays")
+    assert graph.configuration["execution.checkpointing.interval"] == "500 ms"
     started = time.monotonic()
     with MiniCluster(conf, spark_session=spark) as cluster:
         result = cluster.job_client.submit_job_wait(graph).result(600)

@@ -141,6 +141,34 @@ class StreamExecutionEnvironment:
         self._max_parallelism = max_parallelism
         return self
 
+    def enable_checkpointing(
+        self, interval_ms: int, mode: str = "EXACTLY_ONCE"
+    ) -> StreamExecutionEnvironment:
+        """Checkpoint the job every ``interval_ms`` ms in ``mode`` (Flink's method).
+
+        Sets ``execution.checkpointing.interval`` and ``execution.checkpointing.mode`` for the
+        jobs this environment executes; other checkpoint keys come from the configuration.
+
+        Args:
+            interval_ms: Time between the starts of two checkpoints, ms (> 0).
+            mode: ``EXACTLY_ONCE`` (barriers aligned) or ``AT_LEAST_ONCE``.
+
+        Raises:
+            ValueError: If ``interval_ms`` <= 0 or ``mode`` is not one of the two.
+        """
+        if interval_ms <= 0:
+            raise ValueError(f"checkpoint interval must be > 0 ms, got {interval_ms}")
+        allowed = CheckpointingOptions.MODE.choices or ()
+        if mode not in allowed:
+            raise ValueError(f"checkpointing mode must be one of {allowed}, got {mode!r}")
+        self.configuration = self.configuration.with_overrides(
+            {
+                CheckpointingOptions.INTERVAL.key: f"{interval_ms} ms",
+                CheckpointingOptions.MODE.key: mode,
+            }
+        )
+        return self
+
     def from_source(
         self,
         source: Any,
