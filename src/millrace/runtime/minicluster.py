@@ -17,6 +17,7 @@ from millrace.config import ClusterOptions, Configuration
 from millrace.rpc import LocalRpcService
 from millrace.runtime.client.job_client import JobClient, JobClientGateway
 from millrace.runtime.dispatcher.dispatcher import Dispatcher
+from millrace.runtime.io_executor import create_io_executor, shutdown_io_executor
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.types import ResourceId
@@ -24,6 +25,8 @@ from millrace.types import ResourceId
 __all__ = ["MiniCluster"]
 
 logger = logging.getLogger(__name__)
+
+_IO_SHUTDOWN_TIMEOUT = 10.0  # seconds close waits for running I/O work
 
 
 class MiniCluster:
@@ -67,7 +70,7 @@ class MiniCluster:
         self._spark.start()
         conf = self.configuration
         self._rpc = LocalRpcService("minicluster", configuration=conf)
-        self._io = ThreadPoolExecutor(4, thread_name_prefix="millrace-io")
+        self._io = create_io_executor()
         self.resource_manager = ResourceManager(self._rpc, configuration=conf)
         self.resource_manager.start()
         self.dispatcher = Dispatcher(self._rpc, conf, self.resource_manager.address, self._io)
@@ -113,7 +116,7 @@ class MiniCluster:
             logger.warning("endpoints did not stop within %.0f s; stopping the rest", timeout)
         finally:
             if self._io is not None:
-                self._io.shutdown(wait=False, cancel_futures=True)
+                shutdown_io_executor(self._io, _IO_SHUTDOWN_TIMEOUT)
                 self._io = None
             self._spark.stop()
 

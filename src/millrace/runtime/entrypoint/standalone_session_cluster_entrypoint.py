@@ -26,6 +26,7 @@ from millrace.runtime.dispatcher.rest_endpoint import (
 )
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
 from millrace.runtime.entrypoint.process_termination import ProcessTermination
+from millrace.runtime.io_executor import create_io_executor, shutdown_io_executor
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.runtime.rpc_utils import create_remote_rpc_service
@@ -33,6 +34,8 @@ from millrace.runtime.rpc_utils import create_remote_rpc_service
 __all__ = ["StandaloneSessionClusterEntrypoint"]
 
 logger = logging.getLogger(__name__)
+
+_IO_SHUTDOWN_TIMEOUT = 10.0  # seconds close waits for running I/O work
 
 
 class StandaloneSessionClusterEntrypoint:
@@ -81,7 +84,7 @@ class StandaloneSessionClusterEntrypoint:
             )
             self._rpc.set_fatal_error_handler(self.termination.on_fatal_error)
             self.rpc_address = self._rpc.authority
-            self._io = ThreadPoolExecutor(4, thread_name_prefix="millrace-io")
+            self._io = create_io_executor()
             resource_manager = ResourceManager(self._rpc, configuration=conf)
             resource_manager.start()
             dispatcher = Dispatcher(self._rpc, conf, resource_manager.address, self._io)
@@ -126,7 +129,7 @@ class StandaloneSessionClusterEntrypoint:
             except TimeoutError:
                 logger.warning("endpoints did not stop within %.0f s", timeout)
         if self._io is not None:
-            self._io.shutdown(wait=False, cancel_futures=True)
+            shutdown_io_executor(self._io, _IO_SHUTDOWN_TIMEOUT)
             self._io = None
 
     def run(self) -> int:

@@ -20,7 +20,6 @@ import logging
 import shutil
 import time
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
 from pathlib import Path
 
 from millrace.config import (
@@ -43,9 +42,7 @@ from millrace.runtime.checkpoint.state_assignment import StateAssignment
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import (
     Acknowledge,
-    InputChannelDescriptor,
     SlotOffer,
-    TaskDeploymentDescriptor,
     TaskExecutionState,
     TaskOperationResult,
 )
@@ -71,6 +68,8 @@ from millrace.runtime.jobmaster.clock_service import GlobalClockService, Waterma
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.runtime.jobmaster.job_preparation import PreparedJob, prepare_job
 from millrace.runtime.jobmaster.sink_committer import SinkCommitter
+from millrace.runtime.jobmaster.slot_pool import AllocatedSlot, SlotPool
+from millrace.runtime.jobmaster.task_deployment import task_deployment_descriptor
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.runtime.source.source_coordinator import SourceCoordinator
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
@@ -86,14 +85,6 @@ from millrace.types import (
 __all__ = ["JobMaster"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _Slot:
-    allocation_id: AllocationId
-    resource_id: str
-    task_manager: Address
-    gateway: TaskExecutorGateway
 
 
 class JobMaster(FencedRpcEndpoint, JobMasterGateway):
@@ -133,8 +124,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._resource_manager: ResourceManagerGateway | None = None
         self._sources: dict[JobVertexId, SourceCoordinator] = {}
         self._assignment: StateAssignment | None = None
-        self._pending_allocations: list[AllocationId] = []
-        self._slots: list[_Slot] = []
+        self._slot_pool = SlotPool()
         self._deployed_vertices: set[JobVertexId] = set()
         self._start = time.time()
         self._end: float | None = None
@@ -254,7 +244,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 "job %s: restart %d; %d of %d slots held",
                 self.job_graph.name,
                 self.restarts,
-                len(self._slots),
+                len(self._slot_pool),
                 self.job_graph.slots_required(),
             )
             self._request_missing_slots()
@@ -275,15 +265,13 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
 
     def _request_missing_slots(self) -> None:
         assert self._resource_manager is not None
-        missing = (
-            self.job_graph.slots_required() - len(self._slots) - len(self._pending_allocations)
-        )
-        if missing <= 0 and len(self._slots) >= self.job_graph.slots_required():
+        required = self.job_graph.slots_required()
+        if len(self._slot_pool) >= required:
             self._deploy_sources()
             return
-        for _ in range(missing):
+        for _ in range(self._slot_pool.missing(required)):
             allocation_id = AllocationId(new_id())
-            self._pending_allocations.append(allocation_id)
+            self._slot_pool.add_pending(allocation_id)
             self._resource_manager.request_slot(
                 self.address, self.job_master_id, self.job_graph.job_id, allocation_id
             )
@@ -291,12 +279,13 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self.schedule_run_async(self._check_slot_timeout, timeout)
 
     def _check_slot_timeout(self) -> None:
-        if self._pending_allocations and self.execution_graph.status is JobStatus.RUNNING:
+        running = self.execution_graph.status is JobStatus.RUNNING
+        if self._slot_pool.has_pending_requests and running:
             needed = self.job_graph.slots_required()
             cause = SlotAllocationError(
                 f"could not obtain {needed} slots within slot.request.timeout="
                 f"{self._configuration.get(ClusterOptions.SLOT_REQUEST_TIMEOUT):g} s (got "
-                f"{len(self._slots)}); add TaskManagers or lower the parallelism",
+                f"{len(self._slot_pool)}); add TaskManagers or lower the parallelism",
                 self.job_graph.job_id,
             )
             self._fail_job(str(cause))
@@ -309,13 +298,14 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         offers: list[SlotOffer],
         timeout: float | None = None,
     ) -> Future[list[SlotOffer]]:
-        wanted = [o for o in offers if o.allocation_id in self._pending_allocations]
         reply: Future[list[SlotOffer]] = Future()
-        if not wanted or self.execution_graph.status is not JobStatus.RUNNING:
+        if self.execution_graph.status is not JobStatus.RUNNING:
             reply.set_result([])
             return reply
-        for offer in wanted:
-            self._pending_allocations.remove(offer.allocation_id)
+        wanted = self._slot_pool.take_offers(offers)
+        if not wanted:
+            reply.set_result([])
+            return reply
         connecting = self.rpc_service.connect(task_manager_address, TaskExecutorGateway)
 
         def connected(f: Future[TaskExecutorGateway]) -> None:
@@ -323,20 +313,22 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 reply.set_result([])  # the job ended meanwhile: the TaskExecutor frees them
                 return
             if f.exception() is not None:
-                self._pending_allocations.extend(o.allocation_id for o in wanted)
+                self._slot_pool.return_offers(wanted)
                 reply.set_exception(f.exception())  # type: ignore[arg-type]
                 return
             gateway, job_id = f.result(), self.job_graph.job_id
             for offer in wanted:
-                self._slots.append(
-                    _Slot(offer.allocation_id, resource_id, Address(task_manager_address), gateway)
+                self._slot_pool.add(
+                    AllocatedSlot(
+                        offer.allocation_id, resource_id, Address(task_manager_address), gateway
+                    )
                 )
             if resource_id not in self._heartbeats.monitored:
                 self._heartbeats.monitor_target(
                     resource_id, lambda: gateway.heartbeat_from_job_manager(job_id)
                 )
             reply.set_result(wanted)
-            if len(self._slots) == self.job_graph.slots_required():
+            if len(self._slot_pool) == self.job_graph.slots_required():
                 self._deploy_sources()
 
         self.on_main_thread(connecting, connected)
@@ -350,7 +342,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         logger.info(
             "job %s: all %d slots allocated; deploying sources",
             self.job_graph.name,
-            len(self._slots),
+            len(self._slot_pool),
         )
         self._clocks.reset(
             {
@@ -365,49 +357,16 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
 
     def _deploy_vertex(self, jv: ExecutionJobVertex) -> None:
         self._deployed_vertices.add(jv.vertex_id)
-        producers = self.execution_graph.producers_of(jv.vertex_id)
-        consumers = self.execution_graph.consumers_of(jv.vertex_id)
+        configuration = self._configuration.to_dict()
         for ev in jv.task_vertices:
             execution = ev.current_execution
-            slot = self._slots[ev.subtask_index % len(self._slots)]
+            slot = self._slot_pool.slot_for(ev.subtask_index)
             execution.transition_to(ExecutionState.SCHEDULED)
             execution.allocation_id = slot.allocation_id
             execution.transition_to(ExecutionState.DEPLOYING)
             execution.task_manager = slot.task_manager
-            channels = tuple(
-                InputChannelDescriptor(
-                    p.current_execution.partition_id,
-                    ev.subtask_index,
-                    p.current_execution.task_manager,  # type: ignore[arg-type]
-                    p.subtask_index,
-                )
-                for producer in producers
-                for p in producer.task_vertices
-            )
-            restore = (
-                self._assignment.tasks.get((jv.vertex_id, ev.subtask_index))
-                if self._assignment is not None
-                else None
-            )
-            tdd = TaskDeploymentDescriptor(
-                job_id=self.job_graph.job_id,
-                job_name=self.job_graph.name,
-                job_master_address=Address(self.address),
-                vertex_id=jv.vertex_id,
-                task_name=ev.task_name,
-                subtask_index=ev.subtask_index,
-                parallelism=jv.parallelism,
-                attempt_id=execution.attempt_id,
-                allocation_id=slot.allocation_id,
-                invokable=jv.job_vertex.invokable,
-                operators=tuple(jv.job_vertex.operators),
-                is_source=jv.job_vertex.is_source,
-                output_partition=execution.partition_id if consumers else None,
-                num_subpartitions=consumers[0].parallelism if consumers else 0,
-                input_channels=channels,
-                max_parallelism=self.job_graph.max_parallelism,
-                configuration=self._configuration.to_dict(),
-                restore=restore,
+            tdd = task_deployment_descriptor(
+                self.execution_graph, jv, ev, slot, self.address, configuration, self._assignment
             )
             submitting = slot.gateway.submit_task(tdd)
             self.on_main_thread(submitting, lambda f, e=execution: self._submitted(f, e))
@@ -686,7 +645,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             self._schedule_restart()
             return
         self.restarts += 1
-        for slot in self._slots:
+        for slot in self._slot_pool.slots:
             slot.gateway.release_partitions(self.job_graph.job_id)
         self.execution_graph.reset_for_restart()
         self._deployed_vertices.clear()
@@ -711,9 +670,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         """Drop a lost TaskManager: its slots leave the job, its executions FAIL, the job
         restarts under its strategy (Flink's disconnectTaskManager)."""
         self._heartbeats.unmonitor_target(resource_id)
-        lost_slots = [s for s in self._slots if s.resource_id == resource_id]
+        lost_slots = self._slot_pool.release_task_manager(resource_id)
         lost = {s.allocation_id for s in lost_slots}
-        self._slots = [s for s in self._slots if s.resource_id != resource_id]
         if lost_slots:  # if it is only cut off, it cleans up as soon as it hears this
             lost_slots[0].gateway.disconnect_job_manager(
                 self.job_graph.job_id, f"the JobMaster lost it ({cause})"
@@ -736,10 +694,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._maybe_complete()
 
     def _resource_id_of(self, execution: Execution) -> str | None:
-        return next(
-            (s.resource_id for s in self._slots if s.allocation_id == execution.allocation_id),
-            None,
-        )
+        slot = self._slot_pool.get(execution.allocation_id)
+        return slot.resource_id if slot is not None else None
 
     # Completion --------------------------------------------------------------------------------
 
@@ -784,10 +740,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         self._end = time.time()
         self._heartbeats.stop()
         self.checkpoints.stop("the job ended")
-        for slot in self._slots:
+        for slot in self._slot_pool.release_all():
             slot.gateway.release_partitions(self.job_graph.job_id)
             slot.gateway.free_slot(slot.allocation_id, f"job {self.job_graph.job_id} ended")
-        self._slots.clear()
         if self._resource_manager is not None:
             self._resource_manager.cancel_slot_requests(self.job_graph.job_id)
         self._io.submit(shutil.rmtree, self._working_dir, True)
@@ -842,9 +797,8 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         )
 
     def _gateway_of(self, execution: Execution) -> TaskExecutorGateway | None:
-        return next(
-            (s.gateway for s in self._slots if s.allocation_id == execution.allocation_id), None
-        )
+        slot = self._slot_pool.get(execution.allocation_id)
+        return slot.gateway if slot is not None else None
 
 
 def _trigger(
