@@ -92,16 +92,20 @@ class TansuBroker:
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
                 [
-                    str(self.binary), "broker",
-                    "--listener-url", url,
-                    "--advertised-listener-url", url,
-                    "--storage-engine", "memory://tansu/",
+                    str(self.binary),
+                    "broker",
+                    "--listener-url",
+                    url,
+                    "--advertised-listener-url",
+                    url,
+                    "--storage-engine",
+                    "memory://tansu/",
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         try:
             self._wait_until_ready()
         except BaseException:

@@ -101,9 +101,18 @@ class PostgresServer:
             PostgresUnavailable: If initdb fails.
         """
         self._run(
-            "initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-            "--no-sync", what="initdb",
-        )  # fmt: skip
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            what="initdb",
+        )
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections (``pg_ctl -w``).
@@ -116,9 +125,19 @@ class PostgresServer:
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         )
         self._run(
-            "pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.log), "-w",
-            "-t", str(int(START_WAIT)), "start", what="pg_ctl start",
-        )  # fmt: skip
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            str(int(START_WAIT)),
+            "start",
+            what="pg_ctl start",
+        )
 
     def stop(self) -> None:
         """``pg_ctl stop -m immediate``; SIGKILL by PID if the postmaster is still alive."""

@@ -75,14 +75,17 @@ def test_flights_arriving_in_a_topic_stream_through_windows_exactly_once(
     )
     env = StreamExecutionEnvironment(conf, spark)
     (
-        env.from_source(KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA),
-                        event_time="time_hour", max_out_of_orderness="1 h")
+        env.from_source(
+            KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA),
+            event_time="time_hour",
+            max_out_of_orderness="1 h",
+        )
         .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
         .key_by("carrier")
         .window(tumbling("1 day"))
         .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
         .sink_to(ParquetSink(str(out)))
-    )  # fmt: skip
+    )
     graph = env.get_job_graph("kafka-stream-delays")
     flights = read_flights(flights_dir)
     expected = expected_flight_delays(flights)

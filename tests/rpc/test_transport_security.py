@@ -74,8 +74,11 @@ class EchoEndpoint(RpcEndpoint, EchoGateway):
 
 def tls_files(tmp_path: Path, ca: trustme.CA, name: str) -> dict[str, str]:
     cert = ca.issue_cert("127.0.0.1")
-    files = {"certificate": tmp_path / f"{name}.pem", "key": tmp_path / f"{name}.key",
-             "truststore": tmp_path / f"{name}-ca.pem"}  # fmt: skip
+    files = {
+        "certificate": tmp_path / f"{name}.pem",
+        "key": tmp_path / f"{name}.key",
+        "truststore": tmp_path / f"{name}-ca.pem",
+    }
     cert.cert_chain_pems[0].write_to_path(str(files["certificate"]))
     cert.private_key_pem.write_to_path(str(files["key"]))
     ca.cert_pem.write_to_path(str(files["truststore"]))

@@ -67,11 +67,14 @@ def cancel(
     job = _resolve_job(console, conf, jobmanager, job_id)
     if with_savepoint:
         location = _with_dispatcher(
-            console, conf, jobmanager,
-            lambda d: d.trigger_savepoint(job.job_id, target_directory, True,
-                                          timeout=_SAVEPOINT_WAIT),
+            console,
+            conf,
+            jobmanager,
+            lambda d: d.trigger_savepoint(
+                job.job_id, target_directory, True, timeout=_SAVEPOINT_WAIT
+            ),
             _SAVEPOINT_WAIT,
-        )  # fmt: skip
+        )
         console.print(f"savepoint of job {job.job_id} at {location}")
     else:
         _with_dispatcher(console, conf, jobmanager, lambda d: d.cancel_job(job.job_id))
@@ -92,11 +95,12 @@ def savepoint(
     conf = load_configuration_or_exit(console, config_file, dynamic)
     job = _resolve_job(console, conf, jobmanager, job_id)
     location = _with_dispatcher(
-        console, conf, jobmanager,
-        lambda d: d.trigger_savepoint(job.job_id, target_directory, False,
-                                      timeout=_SAVEPOINT_WAIT),
+        console,
+        conf,
+        jobmanager,
+        lambda d: d.trigger_savepoint(job.job_id, target_directory, False, timeout=_SAVEPOINT_WAIT),
         _SAVEPOINT_WAIT,
-    )  # fmt: skip
+    )
     console.print(f"savepoint of job {job.job_id} ({job.name}) at {location}")
 
 

@@ -175,8 +175,11 @@ class ReplaySourceReader:
             for s in self._stripes
         ]
         if not any(n > 0 for _, n in due):
-            waits = [s.started + (s.position + 1) / self._rate - now for s in self._stripes
-                     if s.position < s.table.num_rows]  # fmt: skip
+            waits = [
+                s.started + (s.position + 1) / self._rate - now
+                for s in self._stripes
+                if s.position < s.table.num_rows
+            ]
             time.sleep(max(0.0, min([timeout, *waits])))
             return None
         share = max(1, self._max_records // max(1, sum(n > 0 for _, n in due)))
