@@ -1,11 +1,12 @@
-"""StreamExecutionEnvironment settings that need no Spark: checkpointing."""
+"""StreamExecutionEnvironment settings that need no Spark: checkpointing, source idleness."""
 
 from __future__ import annotations
 
 import pytest
 
-from millrace import Configuration, StreamExecutionEnvironment
+from millrace import Configuration, KafkaSource, StreamExecutionEnvironment
 from millrace.config import CheckpointingOptions
+from millrace.errors import ConfigError
 
 
 def environment(values: dict[str, object] | None = None) -> StreamExecutionEnvironment:
@@ -35,3 +36,10 @@ def test_enable_checkpointing_rejects_bad_values(interval_ms, mode, message) -> 
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         env.enable_checkpointing(interval_ms, mode)
     assert env.configuration.get(CheckpointingOptions.INTERVAL) == 0.0
+
+
+@pytest.mark.parametrize("idleness", ["0 s", "-1 s", "soon"])
+def test_idleness_must_be_a_positive_duration(idleness) -> None:
+    source = KafkaSource.json("127.0.0.1:9", "t", "carrier string, time_hour timestamp")
+    with pytest.raises(ConfigError, match="idleness"):
+        environment().from_source(source, event_time="time_hour", idleness=idleness)

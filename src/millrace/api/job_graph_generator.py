@@ -118,7 +118,13 @@ def _build_vertices(
     event_time = source.event_time
     parallelism = source.parallelism or default_p
     operators: list[object] = [
-        SourceOperator(source.source, event_time, source.max_out_of_orderness_ms, source.name)
+        SourceOperator(
+            source.source,
+            event_time,
+            source.max_out_of_orderness_ms,
+            source.name,
+            source.idle_timeout_ms,
+        )
     ]
     current = JobVertex(source.name, parallelism, SOURCE_TASK, operators, is_source=True)
     i = 1

@@ -32,12 +32,15 @@ class SourceOperator:
         event_time: Timestamp column holding each record's event time, or None.
         max_out_of_orderness_ms: Bounded disorder within a split (ms) for its watermark.
         name: Operator name shown in the UI.
+        idle_timeout_ms: A subtask that read no record for this long (ms) goes idle, or None
+            to stay active while it has splits (Flink's ``withIdleness``).
     """
 
     source: Any
     event_time: str | None
     max_out_of_orderness_ms: int
     name: str
+    idle_timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from millrace.config import (
     parse_duration,
 )
 from millrace.connectors.file_formats import absolute_local_path
-from millrace.errors import JobExecutionError
+from millrace.errors import ConfigError, JobExecutionError
 from millrace.runtime.executiongraph import IOMetrics
 from millrace.runtime.job_result import JobDetails, JobResult, JobResultSuccess
 from millrace.runtime.jobgraph import JobGraph
@@ -175,6 +175,7 @@ class StreamExecutionEnvironment:
         event_time: str | None = None,
         max_out_of_orderness: str | float = 0,
         name: str | None = None,
+        idleness: str | float | None = None,
     ) -> DataStream:
         """A stream reading ``source`` (``millrace.connectors``).
 
@@ -183,17 +184,30 @@ class StreamExecutionEnvironment:
             event_time: Timestamp column with each record's event time (needed by windows).
             max_out_of_orderness: Allowed disorder within a split: duration string or seconds.
             name: Operator name (default ``Source: <description>``).
+            idleness: Duration string or seconds (> 0), or None. A source subtask that read no
+                record for this long goes idle: it stops holding back the event time
+                downstream until its next record, which may then be late (Flink's
+                ``WatermarkStrategy.withIdleness``). For unbounded sources whose splits can
+                stay empty, e.g. a Kafka partition nobody writes to. None: a subtask with open
+                splits is always active.
 
         Raises:
-            ConfigError: If ``max_out_of_orderness`` is not a duration.
+            ConfigError: If ``max_out_of_orderness`` or ``idleness`` is not a duration, or
+                ``idleness`` is not positive.
         """
         ooo_ms = round(parse_duration(max_out_of_orderness, key="max_out_of_orderness") * 1000)
+        idle_ms = None
+        if idleness is not None:
+            idle_ms = round(parse_duration(idleness, key="idleness") * 1000)
+            if idle_ms <= 0:
+                raise ConfigError("idleness", idleness, "a duration > 0")
         t = SourceTransformation(
             name or f"Source: {source.describe()}",
             None,
             source=source,
             event_time=event_time,
             max_out_of_orderness_ms=ooo_ms,
+            idle_timeout_ms=idle_ms,
         )
         return DataStream(self, t)
 

@@ -46,6 +46,7 @@ class SourceTransformation(Transformation):
     source: Any = None
     event_time: str | None = None
     max_out_of_orderness_ms: int = 0
+    idle_timeout_ms: int | None = None
 
 
 @dataclass(eq=False)

@@ -9,8 +9,8 @@ extra job. Output rows are split by key group into one exchange file per consume
 
 Watermarks are per split (``SplitWatermarkTracker``), emitted in-band after the bundles they
 follow; a bounded source ends with a MAX watermark and EndOfPartition (Flink's semantics). A
-subtask with no split to read goes idle (``WatermarkStatus``) so that it does not hold back the
-event time of the others.
+subtask with no split to read, or (with ``idleness``) no record read for that long, goes idle
+(``WatermarkStatus``) so that it does not hold back the event time of the others.
 
 Checkpoints: a trigger from the CheckpointCoordinator is taken at the next bundle boundary —
 the split positions and the splits finished so far are snapshotted, a CheckpointBarrier goes
@@ -93,6 +93,10 @@ class SourceStreamTask(SparkStreamTask):
         )
         self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
         self._active = True
+        self._idle_timeout = (
+            source_op.idle_timeout_ms / 1000 if source_op.idle_timeout_ms is not None else None
+        )
+        self._last_records_at = time.monotonic()
         self._finished: list[str] = []
         self._exhausted = False
         self._retry_at = 0.0
@@ -106,9 +110,10 @@ class SourceStreamTask(SparkStreamTask):
                 self._fetch_splits()
                 if self._exhausted and self._reader.is_finished():
                     break
-                self._set_active(not self._reader.is_finished())
+                self._set_active(self._has_records_to_read())
                 bundle = self._reader.poll(self._max_delay)
                 if bundle is not None:
+                    self._last_records_at = time.monotonic()
                     self._set_active(True)
                     self._process(bundle, sequence)
                     sequence += 1
@@ -139,6 +144,15 @@ class SourceStreamTask(SparkStreamTask):
                 return
             self._reader.add_split(reply.split, reply.position)
             self._tracker.open_split(reply.split.split_id, reply.watermark_bound_ms)
+
+    def _has_records_to_read(self) -> bool:
+        """False when the reader has no open split, or when ``idleness`` is set and no record
+        came for that long."""
+        if self._reader.is_finished():
+            return False
+        if self._idle_timeout is None:
+            return True
+        return time.monotonic() - self._last_records_at < self._idle_timeout
 
     def _set_active(self, active: bool) -> None:
         """Go idle while there is nothing to read (an unbounded source waiting for splits),
