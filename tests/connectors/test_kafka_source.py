@@ -35,7 +35,7 @@ def test_boundedness_follows_the_bounded_flag() -> None:
     ("kwargs", "message"),
     [
         ({"topic": ""}, "topic"),
-        ({"starting_offsets": "latest"}, "starting_offsets"),
+        ({"starting_offsets": "newest"}, "'earliest', 'latest' or a mapping"),
         ({"starting_offsets": {0: -1}}, ">= 0"),
         ({"format": "avro"}, "json"),
         ({"timeout": 0}, "timeout"),

@@ -68,6 +68,18 @@ def test_bounded_discovery_finds_partitions_and_their_end_offsets(kafka_broker) 
 
 
 @pytest.mark.slow
+def test_latest_starts_the_partitions_found_at_job_start_at_their_ends(kafka_broker) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    counts = [40, 0, 7]
+    topic = topic_with(bootstrap, counts)
+    for bounded in (False, True):
+        assigner = KafkaSplitEnumerator(bootstrap, topic, bounded, {}, 30, start_at_latest=True)
+        splits = assigner.discover()
+        assert [s.start_position for s in splits] == counts
+        assert [s.end_position for s in splits] == (counts if bounded else [None] * 3)
+
+
+@pytest.mark.slow
 def test_unbounded_discovery_has_no_end_offsets(kafka_broker) -> None:
     topic = topic_with(kafka_broker.bootstrap_servers, [3, 4])
     splits = enumerator(kafka_broker.bootstrap_servers, topic, bounded=False).discover()

@@ -54,6 +54,11 @@ def wait_for_rows(out: Path, rows: int) -> None:
         time.sleep(0.2)
 
 
+def records_in(dispatcher: DispatcherGateway, job_id: str) -> int:
+    details = dispatcher.request_job_details(job_id).result(30)
+    return details.vertices[0].metrics.records_in
+
+
 def test_flights_arriving_in_a_topic_stream_through_windows_exactly_once(
     spark, kafka_broker, flights_dir, tmp_path
 ) -> None:
@@ -129,6 +134,71 @@ def test_flights_arriving_in_a_topic_stream_through_windows_exactly_once(
     actual = committed(out)
     wanted = fired_before(4)
     assert len(actual) == len(wanted)  # no window twice, none missing
+    merged = actual.merge(wanted, on=["carrier", "window_start"], suffixes=("", "_expected"))
+    assert len(merged) == len(wanted)
+    assert (merged["flights"] == merged["flights_expected"]).all()
+    assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
+
+
+def test_latest_starting_offsets_skip_what_the_topic_held_when_the_job_started(
+    spark, kafka_broker, flights_dir, tmp_path
+) -> None:
+    bootstrap, out = kafka_broker.bootstrap_servers, tmp_path / "out"
+    topic = f"latest-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    messages = flight_messages(flights_dir)
+    february = index_before(messages, pd.Timestamp("2013-02-01", tz="UTC").value // 10**6)
+    march = index_before(messages, pd.Timestamp("2013-03-01", tz="UTC").value // 10**6)
+    produce_range(bootstrap, topic, messages, 0, february, PARTITIONS)  # January: before the job
+    conf = Configuration(
+        {
+            "parallelism.default": 2,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "execution.bundle.max-records": 20_000,
+        }
+    )
+    env = StreamExecutionEnvironment(conf, spark).enable_checkpointing(300)
+    (
+        env.from_source(
+            KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA, starting_offsets="latest"),
+            event_time="time_hour",
+            max_out_of_orderness="1 h",
+        )
+        .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
+        .key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+        .sink_to(ParquetSink(str(out)))
+    )
+    graph = env.get_job_graph("kafka-latest")
+    flights = read_flights(flights_dir)
+    in_february = flights[
+        (flights["time_hour"] >= pd.Timestamp("2013-02-01", tz="UTC"))
+        & (flights["time_hour"] < pd.Timestamp("2013-03-01", tz="UTC"))
+    ]
+    expected = expected_flight_delays(in_february)
+    wanted = expected[
+        expected["window_end"] <= in_february["time_hour"].max() - pd.Timedelta(hours=1)
+    ]
+
+    with MiniCluster(conf, spark_session=spark) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        cluster.job_client.submit_job_detached(graph).result(60)
+        deadline = time.monotonic() + WAIT
+        while dispatcher.request_job_details(graph.job_id).result(30).splits_assigned < PARTITIONS:
+            assert time.monotonic() < deadline, "partitions never assigned"
+            time.sleep(0.1)
+        produce_range(bootstrap, topic, messages, february, march, PARTITIONS)
+        wait_for_rows(out, len(wanted))
+        while (read := records_in(dispatcher, graph.job_id)) < march - february:
+            assert time.monotonic() < deadline, f"{read} records read"
+            time.sleep(0.2)  # counters are reported every second
+        dispatcher.cancel_job(graph.job_id).result(30)
+
+    assert read == march - february  # January was never read
+    actual = committed(out)
+    assert len(actual) == len(wanted)
     merged = actual.merge(wanted, on=["carrier", "window_start"], suffixes=("", "_expected"))
     assert len(merged) == len(wanted)
     assert (merged["flights"] == merged["flights_expected"]).all()

@@ -27,15 +27,21 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def partition_split(topic: str, partition: int, end_offset: int | None = None) -> InputSplit:
+def partition_split(
+    topic: str, partition: int, end_offset: int | None = None, start_offset: int | None = None
+) -> InputSplit:
     """The split of ``topic``'s partition ``partition``.
 
     Args:
         topic: Topic name.
         partition: Partition number (>= 0).
         end_offset: For a bounded read: the offset to read up to (exclusive); None: no end.
+        start_offset: The offset to start at (``latest`` starting offsets); None: the
+            reader's starting offsets.
     """
-    return InputSplit(partition, f"{topic}/{partition}", end_position=end_offset)
+    return InputSplit(
+        partition, f"{topic}/{partition}", end_position=end_offset, start_position=start_offset
+    )
 
 
 def partition_of(split: InputSplit) -> int:

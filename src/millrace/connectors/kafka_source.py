@@ -23,6 +23,7 @@ from millrace.connectors.kafka_split_enumerator import KafkaSplitEnumerator
 __all__ = ["KafkaSource"]
 
 EARLIEST = "earliest"
+LATEST = "latest"
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,11 @@ class KafkaSource:
         bounded: True: read every partition up to the end offsets found when the job starts,
             then finish (Flink's ``setBounded(latest)``); False: read forever.
         starting_offsets: Where partitions never read start: ``"earliest"`` (the first
-            available message), or a mapping partition -> offset (others: earliest). A job
-            restored from a checkpoint starts at the checkpoint's offsets instead.
+            available message), ``"latest"`` (the end of each partition when the job starts;
+            partitions created later from their first message), or a mapping partition ->
+            offset (others: earliest). A job restored from a checkpoint starts at the
+            checkpoint's offsets instead; one that restarts without a checkpoint resolves
+            ``latest`` again.
         properties: librdkafka consumer properties (security, fetch sizes...); offsets are
             never committed, and partition-end events stay on.
         timeout: Seconds a metadata or offset request of the enumerator may take (> 0).
@@ -67,10 +71,10 @@ class KafkaSource:
         if self.format != "json":
             raise ValueError(f"Kafka value format must be 'json', got {self.format!r}")
         if isinstance(self.starting_offsets, str):
-            if self.starting_offsets != EARLIEST:
+            if self.starting_offsets not in (EARLIEST, LATEST):
                 raise ValueError(
-                    f"starting_offsets must be 'earliest' or a mapping partition -> offset, "
-                    f"got {self.starting_offsets!r}"
+                    f"starting_offsets must be 'earliest', 'latest' or a mapping partition -> "
+                    f"offset, got {self.starting_offsets!r}"
                 )
         else:
             offsets = {int(p): int(o) for p, o in self.starting_offsets.items()}
@@ -113,7 +117,12 @@ class KafkaSource:
     def create_enumerator(self, event_time: str | None) -> KafkaSplitEnumerator:
         """The JobMaster's enumerator (event times are not known before reading)."""
         return KafkaSplitEnumerator(
-            self.bootstrap_servers, self.topic, self.bounded, self.properties, self.timeout
+            self.bootstrap_servers,
+            self.topic,
+            self.bounded,
+            self.properties,
+            self.timeout,
+            start_at_latest=self.starting_offsets == LATEST,
         )
 
     def create_reader(self, context: SourceReaderContext) -> KafkaSourceReader:

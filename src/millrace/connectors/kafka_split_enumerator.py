@@ -6,7 +6,10 @@ subtask across restarts at the same parallelism, and a subtask receives its part
 request at a time, then None. A bounded source reads every partition up to the end offset found
 at discovery (Flink's ``setBounded(OffsetsInitializer.latest())``), carried in
 ``InputSplit.end_position``; an unbounded one is asked again every
-``source.discovery-interval`` and adds the partitions created since.
+``source.discovery-interval`` and adds the partitions created since. With ``latest`` starting
+offsets, the partitions found when the job starts begin at their end offsets then
+(``InputSplit.start_position``), and partitions created later at their beginning (Flink's
+``OffsetsInitializer.latest()``); a checkpoint's offsets take precedence.
 
 End offsets are the high watermarks that the partition leaders' fetch responses report: the
 enumerator asks for the latest offsets (ListOffsets), then fetches from them to the end of each
@@ -43,6 +46,8 @@ class KafkaSplitEnumerator:
         bounded: Whether splits end at the end offsets found at discovery.
         properties: Consumer properties (security settings and the like).
         timeout: Seconds a metadata or offset request may take (> 0).
+        start_at_latest: Whether the partitions of the first discovery start at their end
+            offsets then.
 
     Threading:
         ``discover`` in the JobMaster's I/O executor (touches only ``_discovered``); the rest on
@@ -56,8 +61,10 @@ class KafkaSplitEnumerator:
         bounded: bool,
         properties: Mapping[str, str],
         timeout: float,
+        start_at_latest: bool = False,
     ) -> None:
         self._bootstrap = bootstrap_servers
+        self._start_at_latest = start_at_latest
         self._topic = topic
         self._bounded = bounded
         self._properties = dict(properties)
@@ -68,7 +75,8 @@ class KafkaSplitEnumerator:
 
     def discover(self) -> list[InputSplit]:
         """The partitions not discovered before (all of them on the first call); with their
-        end offsets if the source is bounded. Blocking I/O.
+        end offsets if the source is bounded, and on the first call with ``start_at_latest``
+        starting at those end offsets. Blocking I/O.
 
         Raises:
             PipelineError: If the topic does not exist, the brokers do not answer within the
@@ -81,7 +89,8 @@ class KafkaSplitEnumerator:
         consumer = create_consumer(config, self._topic)
         try:
             partitions = [p for p in self._partitions(consumer) if p not in self._discovered]
-            ends = self._end_offsets(consumer, partitions) if self._bounded else {}
+            at_latest = self._start_at_latest and not self._discovered
+            ends = self._end_offsets(consumer, partitions) if self._bounded or at_latest else {}
         except KafkaException as error:
             raise PipelineError(
                 f"Kafka topic {self._topic!r} at {self._bootstrap}: {error.args[0]}"
@@ -89,7 +98,15 @@ class KafkaSplitEnumerator:
         finally:
             consumer.close()
         self._discovered.update(partitions)
-        return [partition_split(self._topic, p, ends.get(p)) for p in partitions]
+        return [
+            partition_split(
+                self._topic,
+                p,
+                ends.get(p) if self._bounded else None,
+                ends.get(p) if at_latest else None,
+            )
+            for p in partitions
+        ]
 
     def add_splits(self, splits: Sequence[InputSplit]) -> None:
         for split in splits:

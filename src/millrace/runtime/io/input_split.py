@@ -28,6 +28,9 @@ class InputSplit:
         end_position: Where a bounded split ends (exclusive, in the source's positions, e.g.
             the Kafka offset to read up to), fixed when the split is discovered; None: to the
             end of the file, or never (unbounded).
+        start_position: Where reading starts unless a restored checkpoint says otherwise (in
+            the source's positions, e.g. the latest Kafka offset when the partition was
+            discovered), fixed at discovery; None: the reader's default start.
     """
 
     split_number: int
@@ -36,6 +39,7 @@ class InputSplit:
     min_event_time_ms: int | None = None
     rows: int | None = None
     end_position: int | None = None
+    start_position: int | None = None
 
     def describe(self) -> str:
         return self.path if self.row_group is None else f"{self.path}#rg{self.row_group}"

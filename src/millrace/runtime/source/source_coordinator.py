@@ -71,7 +71,7 @@ class SourceCoordinator:
         reply = self.enumerator.next_split(subtask_index, parallelism)
         if reply.split is None:
             return replace(reply, more_expected=not self.bounded)
-        position = self._positions.pop(reply.split.split_id, 0)
+        position = self._positions.pop(reply.split.split_id, reply.split.start_position or 0)
         return replace(reply, position=position)
 
     @property
