@@ -1,9 +1,14 @@
-"""Side outputs: dead letters (malformed records) and late records, written by Spark.
+"""Side outputs: dead letters (malformed records) and late records, exactly once.
 
 Layout: ``<pipeline.side-output.dir>/<job name>/dead-letters/`` and ``.../late/``, Parquet with
 columns ``source`` (split), ``reason``, ``record`` (the original text, or the row as JSON),
-``subtask``; one file per subtask and bundle that had such records (its Observation said so),
-so the common case costs no extra Spark job.
+``subtask``. Every source vertex has one ParquetSink (append mode) per side output, at the
+chain positions ``DEAD_LETTERS`` and ``LATE``: a source task stages a file for a bundle that had
+such records (its Observation said so, so the common case costs no extra Spark job), the next
+checkpoint lists it, and the JobMaster commits it with the job's other sinks (two-phase commit).
+A replay after a restore therefore writes no record twice; a bounded job's last files are
+committed when it finishes, and a failed job's uncommitted ones are dropped like its other
+staged output.
 """
 
 from __future__ import annotations
@@ -13,41 +18,45 @@ from pathlib import Path
 from typing import Any
 
 from millrace.config import Configuration, PipelineOptions
+from millrace.connectors.parquet_sink import ParquetSink
 
-__all__ = ["side_output_dir", "write_side_output"]
+__all__ = [
+    "DEAD_LETTERS",
+    "LATE",
+    "side_output_dir",
+    "side_output_rows",
+    "side_output_sinks",
+]
+
+DEAD_LETTERS = -1
+"""Chain position of a source vertex's dead-letter sink (sink keys are (vertex, position))."""
+LATE = -2
+"""Chain position of a source vertex's late-record sink."""
+
+_TAGS = {DEAD_LETTERS: "dead-letters", LATE: "late"}
 
 
 def side_output_dir(configuration: Configuration, job_name: str, tag: str) -> str:
-    """Directory of side output ``tag`` of job ``job_name``."""
+    """Directory of side output ``tag`` (``dead-letters`` or ``late``) of job ``job_name``."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", job_name) or "job"
     return str(Path(configuration.get(PipelineOptions.SIDE_OUTPUT_DIR)) / safe / tag)
 
 
-def write_side_output(frame: Any, directory: str, source: Any, subtask: int, name: str) -> int:
-    """Write ``frame`` (columns ``reason``, ``record``) as ``<directory>/<name>.parquet``.
+def side_output_sinks(configuration: Configuration, job_name: str) -> dict[int, ParquetSink]:
+    """Chain position -> the side-output sink of every source vertex of job ``job_name``.
 
-    One Spark job collects the rows as Arrow; pyarrow writes the file (subtasks write
-    concurrently into one directory, which Spark's own writer does not allow).
-
-    Args:
-        frame: Rows to write (``pyspark.sql.DataFrame``).
-        directory: Target directory (created).
-        source: Column (string) naming each row's input file or split.
-        subtask: The writing subtask's index.
-        name: File name without suffix, unique per subtask and bundle.
-
-    Returns:
-        Rows written.
+    The JobMaster (commits) and the source tasks (staging) build the same sinks from the job's
+    configuration.
     """
-    import pyarrow.parquet as pq
+    return {
+        position: ParquetSink(side_output_dir(configuration, job_name, tag), mode="append")
+        for position, tag in _TAGS.items()
+    }
+
+
+def side_output_rows(frame: Any, source: Any, subtask: int) -> Any:
+    """``frame`` (columns ``reason``, ``record``) as side-output rows: ``source`` (a string
+    Column naming each row's split), ``reason``, ``record``, ``subtask``. Lazy."""
     from pyspark.sql import functions as F
 
-    table = frame.select(
-        source.alias("source"), "reason", "record", F.lit(subtask).alias("subtask")
-    ).toArrow()
-    target = Path(directory)
-    target.mkdir(parents=True, exist_ok=True)
-    tmp = target / f".{name}.parquet.tmp"
-    pq.write_table(table, tmp)
-    tmp.replace(target / f"{name}.parquet")
-    return table.num_rows
+    return frame.select(source.alias("source"), "reason", "record", F.lit(subtask).alias("subtask"))

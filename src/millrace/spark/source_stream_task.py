@@ -42,7 +42,12 @@ from millrace.runtime.io.partition_events import (
     WatermarkStatus,
 )
 from millrace.spark.exchange import write_exchange_files
-from millrace.spark.side_outputs import side_output_dir, write_side_output
+from millrace.spark.side_outputs import (
+    DEAD_LETTERS,
+    LATE,
+    side_output_rows,
+    side_output_sinks,
+)
 from millrace.spark.source_watermarks import SplitWatermarkTracker
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import (
@@ -92,6 +97,7 @@ class SourceStreamTask(SparkStreamTask):
             )
         )
         self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
+        self._side_outputs = side_output_sinks(conf, self.tdd.job_name)
         self._active = True
         self._idle_timeout = (
             source_op.idle_timeout_ms / 1000 if source_op.idle_timeout_ms is not None else None
@@ -202,12 +208,6 @@ class SourceStreamTask(SparkStreamTask):
         self._emit_watermark(self._tracker.advance())
         self.report_clock(self._tracker.emitted)
         self.report_progress()
-
-    def _side_output_name(self, sequence: int) -> str:
-        return (
-            f"part-{self.tdd.job_id[:8]}-{self.tdd.subtask_index:05d}-{sequence:06d}-"
-            f"{self.tdd.attempt_id[:8]}"
-        )
 
     def _emit_watermark(self, watermark: int | None) -> None:
         if watermark is not None and self.tdd.output_partition is not None:
@@ -325,14 +325,7 @@ class SourceStreamTask(SparkStreamTask):
         bad = base.select(reason.alias("reason"), record.alias("record")).where(
             F.col("reason").isNotNull()
         )
-        env = self.environment
-        write_side_output(
-            bad,
-            side_output_dir(env.configuration, self.tdd.job_name, "dead-letters"),
-            _source_column(splits),
-            self.tdd.subtask_index,
-            self._side_output_name(sequence),
-        )
+        self._stage_side_output(DEAD_LETTERS, bad, splits, sequence)
 
     def _write_late(
         self, windowed: Any, window: Any, watermark: int, splits: list[str], sequence: int
@@ -349,14 +342,14 @@ class SourceStreamTask(SparkStreamTask):
             ).alias("reason"),
             F.to_json(F.struct(*columns)).alias("record"),
         )
-        env = self.environment
-        write_side_output(
-            late,
-            side_output_dir(env.configuration, self.tdd.job_name, "late"),
-            _source_column(splits),
-            self.tdd.subtask_index,
-            self._side_output_name(sequence),
-        )
+        self._stage_side_output(LATE, late, splits, sequence)
+
+    def _stage_side_output(
+        self, position: int, frame: Any, splits: list[str], sequence: int
+    ) -> None:
+        """One Spark job collects the rows; the side output's sink stages them."""
+        rows = side_output_rows(frame, _source_column(splits), self.tdd.subtask_index)
+        self.stage(position, self._side_outputs[position], self.collect(rows), sequence)
 
 
 def _require_column(frame: Any, column: str, task_name: str) -> None:

@@ -84,12 +84,20 @@ class SparkStreamTask(AbstractInvokable):
             Exception: Whatever a sink raises (the task fails).
         """
         for index, op in self.sinks:
-            written = op.sink.write(
-                table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id
-            )
-            if written.pending is not None:
-                self._staged[index].append(written.pending)
+            self.stage(index, op.sink, table, sequence)
         return table.num_rows
+
+    def stage(self, position: int, sink: Any, table: Any, sequence: int) -> None:
+        """Stage ``table`` in ``sink`` (chain position ``position``) for the next checkpoint.
+
+        Raises:
+            Exception: Whatever the sink raises (the task fails).
+        """
+        written = sink.write(
+            table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id
+        )
+        if written.pending is not None:
+            self._staged.setdefault(position, []).append(written.pending)
 
     def take_staged(self) -> dict[int, tuple[str, ...]]:
         """The sink data staged since the last call (pre-commit at a barrier)."""

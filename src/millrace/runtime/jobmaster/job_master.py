@@ -200,7 +200,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         """I/O executor: drop an earlier attempt's files, then prepare (``prepare_job``); a job
         that does not restore (re)initializes its sinks."""
         shutil.rmtree(self._working_dir, ignore_errors=True)
-        prepared = prepare_job(self.job_graph, self._storage, restore_from, savepoint_path)
+        prepared = prepare_job(
+            self.job_graph, self._configuration, self._storage, restore_from, savepoint_path
+        )
         self._committer.set_sinks(prepared.sinks)
         if restore_from is not None:  # a failover: finish its commit, drop the rest
             self._committer.restore(restore_from).result()

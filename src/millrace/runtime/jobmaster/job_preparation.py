@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from millrace.config import Configuration
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
 from millrace.runtime.checkpoint.state_assignment import (
     RestoredSourceState,
@@ -20,6 +21,7 @@ from millrace.runtime.checkpoint.state_assignment import (
 from millrace.runtime.jobgraph import JobGraph, OperatorKind
 from millrace.runtime.jobmaster.sink_committer import SinkKey
 from millrace.runtime.source.source_coordinator import SourceCoordinator
+from millrace.spark.side_outputs import side_output_sinks
 from millrace.types import JobVertexId
 
 __all__ = ["PreparedJob", "prepare_job"]
@@ -31,7 +33,8 @@ class PreparedJob:
 
     Attributes:
         sources: Source vertex -> its coordinator (splits discovered, restored positions).
-        sinks: Sink connectors by (vertex id, chain position).
+        sinks: Sink connectors by (vertex id, chain position), including every source
+            vertex's side-output sinks (``millrace.spark.side_outputs``).
         restored: The checkpoint or savepoint restored from, if any.
         assignment: Its state, per subtask and source, if any.
     """
@@ -44,6 +47,7 @@ class PreparedJob:
 
 def prepare_job(
     job_graph: JobGraph,
+    configuration: Configuration,
     storage: CheckpointStorage,
     restore_from: CheckpointMetadata | None = None,
     savepoint_path: str | None = None,
@@ -52,6 +56,7 @@ def prepare_job(
 
     Args:
         job_graph: The job.
+        configuration: The job's configuration (where its side outputs go).
         storage: Reads the savepoint.
         restore_from: The checkpoint a failover restores, if any.
         savepoint_path: A savepoint or retained checkpoint to start from, if any (used when
@@ -68,7 +73,10 @@ def prepare_job(
     assignment = assign_state(restored, job_graph) if restored is not None else None
     sources: dict[JobVertexId, SourceCoordinator] = {}
     sinks: dict[SinkKey, Any] = {}
+    side_outputs = side_output_sinks(configuration, job_graph.name)
     for vertex in job_graph.vertices:
+        if vertex.is_source:
+            sinks.update({(vertex.vertex_id, p): sink for p, sink in side_outputs.items()})
         for position, op in enumerate(vertex.operators):
             if op.kind is OperatorKind.SOURCE:
                 source_op = op.deserialize()
