@@ -59,6 +59,10 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
+    # Python UDFs run in worker processes started with PYSPARK_PYTHON (PySpark reads only the
+    # environment, not spark.pyspark.python): without it they get the PATH's python3, which
+    # lacks this environment's packages (pyarrow, the job's own imports).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     settings = dict(_DEFAULTS)
     settings["spark.pyspark.python"] = sys.executable  # Python UDFs need this venv's packages
