@@ -142,3 +142,53 @@ def test_task_manager_lost_mid_job_leaves_exactly_the_pandas_rows_in_postgres(
         ).fetchone()
     assert commits >= 2 and rows == len(expected) and 0 < committed_before < rows
     assert not [p for p in (tmp_path / "staging").rglob("*") if p.is_file()]
+
+
+def test_a_database_outage_at_the_final_commit_is_retried_and_nothing_is_lost(
+    spark, flights_dir, private_postgres_server, tmp_path, caplog
+) -> None:
+    """No checkpoints: everything is committed when the bounded job ends. PostgreSQL is down
+    then; the commit is retried under the restart strategy until it is back."""
+    conninfo = private_postgres_server.create_database()
+    conf = Configuration(
+        {
+            "parallelism.default": 2,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 30,
+            "restart-strategy.fixed-delay.delay": "500 ms",
+        }
+    )
+    env = StreamExecutionEnvironment(conf, spark)
+    sink = PostgresSink(conninfo, "delays", staging=str(tmp_path / "staging"), connect_timeout=2)
+    build(env, flights_dir, tmp_path / "out", sink)
+    graph = env.get_job_graph("flight-delays-outage")
+    caplog.set_level("WARNING", logger="millrace.runtime.jobmaster.job_master")
+    with MiniCluster(conf, spark_session=spark) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        waiting = cluster.job_client.submit_job_wait(graph)
+
+        def splits_assigned() -> int:
+            try:
+                return dispatcher.request_job_details(graph.job_id).result(30).splits_assigned
+            except JobSubmissionError:  # not submitted yet
+                return 0
+
+        deadline = time.monotonic() + WAIT
+        while splits_assigned() == 0:  # prepared: the sinks are initialized
+            assert time.monotonic() < deadline and not waiting.done()
+            time.sleep(0.05)
+        private_postgres_server.stop()
+        while "retrying the commit" not in caplog.text:
+            assert time.monotonic() < deadline and not waiting.done(), "no commit was retried"
+            time.sleep(0.05)
+        private_postgres_server.start()
+        result = waiting.result(timeout=NO_TIMEOUT)
+
+    assert isinstance(result, JobResultSuccess), result
+    assert "cannot connect to PostgreSQL" in caplog.text
+    expected = expected_flight_delays(read_flights(flights_dir))
+    assert_same_result(read_table(conninfo, expected), expected)
+    assert_same_result(read_output(tmp_path / "out"), expected)
+    assert not [p for p in (tmp_path / "staging").rglob("*") if p.is_file()]

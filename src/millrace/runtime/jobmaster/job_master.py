@@ -708,12 +708,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         if graph.status is JobStatus.RUNNING and graph.all_finished():
             graph.transition_job(JobStatus.FINISHED)  # sinks commit before the result is out
             self.checkpoints.stop("the job finished")
-            attempts = {
-                jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
-                for jv in graph.vertices
-            }
-            finishing = self._committer.finish(attempts, self.checkpoints.next_checkpoint_id)
-            self.on_main_thread(finishing, self._committed)
+            self._commit_final()
         elif graph.status is JobStatus.RESTARTING:
             if all(e.state.is_terminal for e in graph.executions()):
                 self._schedule_restart()
@@ -725,12 +720,35 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
             )
             self._complete()
 
+    def _commit_final(self) -> None:
+        """Commit what the final attempts staged since the last checkpoint (idempotent)."""
+        if self.result_future.done():
+            return  # stopped meanwhile
+        attempts = {
+            jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
+            for jv in self.execution_graph.vertices
+        }
+        finishing = self._committer.finish(attempts, self.checkpoints.next_checkpoint_id)
+        self.on_main_thread(finishing, self._committed)
+
     def _committed(self, committing: Future[None]) -> None:
         if self.result_future.done():
             return  # stopped meanwhile
-        if committing.exception() is not None:
+        error = committing.exception()
+        if error is not None:
+            cause = f"committing the sinks failed: {_describe(error)}"
+            self._restart_strategy.notify_failure(self.clock.monotonic())
+            if self._restart_strategy.can_restart():  # e.g. a database outage: try again
+                logger.warning(
+                    "job %s: %s; retrying the commit (%r)",
+                    self.job_graph.name,
+                    cause,
+                    self._restart_strategy,
+                )
+                self.schedule_run_async(self._commit_final, self._restart_strategy.restart_delay())
+                return
             self.execution_graph.status = JobStatus.FAILED
-            self._failure = f"committing the sinks failed: {_describe(committing.exception())}"
+            self._failure = f"{cause} (no restart left: {self._restart_strategy!r})"
         else:
             self.checkpoints.discard_retained()  # the output is final: nothing to restore
         self._complete()
