@@ -12,7 +12,7 @@ import pytest
 
 from millrace.clock import ManualClock
 from millrace.errors import EndpointStoppedError, IllegalThreadError, RpcTimeoutError
-from millrace.rpc import RpcEndpoint, RpcGateway, RpcService
+from millrace.rpc import GatewayProxy, RpcEndpoint, RpcGateway, RpcService
 
 WAIT = 10.0  # seconds a test waits on a real event before it fails
 
@@ -410,3 +410,73 @@ def test_schedule_run_async_rejects_negative_delays(endpoint: RecordingEndpoint)
     noop: Callable[[], None] = lambda: None  # noqa: E731
     with pytest.raises(ValueError):
         endpoint.schedule_run_async(noop, -1.0)
+
+
+class CounterGateway(RpcGateway, Protocol):
+    def add(self, amount: int, timeout: float | None = None) -> Future[int]: ...
+
+    def reset(self) -> None: ...
+
+
+class Counter(RpcEndpoint, implements=(CounterGateway,)):
+    """Names its gateway instead of subclassing it and replies with plain values."""
+
+    def __init__(self, rpc_service: RpcService) -> None:
+        super().__init__(rpc_service, "counter")
+        self.total = 0
+
+    def add(self, amount: int, timeout: float | None = None) -> int:
+        self.total += amount
+        return self.total
+
+    def reset(self) -> None:
+        self.total = 0
+
+
+def test_an_endpoint_naming_its_gateway_serves_it(rpc_service: RpcService) -> None:
+    counter = Counter(rpc_service)
+    counter.start()
+    try:
+        gateway = rpc_service.connect(counter.address, CounterGateway).result(timeout=WAIT)
+        assert gateway.add(2).result(timeout=WAIT) == 2
+        gateway.reset()
+        assert gateway.add(3).result(timeout=WAIT) == 3
+        assert counter.get_self_gateway(CounterGateway).add(1).result(timeout=WAIT) == 4
+        assert not isinstance(counter, GatewayProxy)
+    finally:
+        counter.close_async().result(timeout=WAIT)
+
+
+def test_a_missing_gateway_method_fails_the_class_statement() -> None:
+    with pytest.raises(TypeError, match="Incomplete does not implement CounterGateway: reset"):
+
+        class Incomplete(RpcEndpoint, implements=(CounterGateway,)):
+            def add(self, amount: int, timeout: float | None = None) -> int:
+                return amount
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        lambda self, value, timeout=None: value,  # another name
+        lambda self, amount, timeout: amount,  # no default where the gateway has one
+        lambda self, amount, *, timeout=None: amount,  # keyword-only where it is positional
+        lambda self, amount: amount,  # a parameter too few
+        lambda self, amount, timeout=None, *, scale: amount,  # an extra one without default
+    ],
+)
+def test_gateway_methods_must_take_the_gateway_parameters(add: Callable[..., int]) -> None:
+    with pytest.raises(TypeError, match=r"add\(.*\) differs from \(amount, timeout=None\)"):
+        type(
+            "Mismatched",
+            (RpcEndpoint,),
+            {"add": add, "reset": lambda self: None},
+            implements=(CounterGateway,),
+        )
+
+
+def test_only_gateway_protocols_can_be_implemented() -> None:
+    with pytest.raises(TypeError, match="not a Protocol subclassing RpcGateway"):
+
+        class NotAGateway(RpcEndpoint, implements=(RpcService,)):  # type: ignore[arg-type]
+            pass

@@ -15,7 +15,7 @@ from millrace.rpc.gateway_proxy import (
 )
 from millrace.rpc.local_rpc_service import LocalRpcService
 from millrace.rpc.rpc_endpoint import RpcEndpoint
-from millrace.rpc.rpc_gateway import FencedRpcGateway, RpcGateway
+from millrace.rpc.rpc_gateway import FencedRpcGateway, GatewayType, RpcGateway
 from millrace.rpc.rpc_invocation import RpcInvocation
 from millrace.rpc.rpc_server import RpcServer
 from millrace.rpc.rpc_service import FatalErrorHandler, RpcService
@@ -29,6 +29,7 @@ __all__ = [
     "FencedRpcGateway",
     "GatewayMethod",
     "GatewayProxy",
+    "GatewayType",
     "LocalRpcService",
     "RpcEndpoint",
     "RpcGateway",

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from millrace.rpc.rpc_gateway import RpcGateway
+from millrace.rpc.rpc_gateway import GatewayType, RpcGateway
 from millrace.rpc.rpc_invocation import RpcInvocation
 
 __all__ = [
@@ -94,8 +94,19 @@ def _describe(gateway_type: type, name: str, fn: Callable[..., Any]) -> GatewayM
     return GatewayMethod(name, is_tell)
 
 
+def _gateway_class(gateway_type: GatewayType[RpcGateway]) -> type:
+    """``gateway_type`` as a class; TypeError unless it is a Protocol subclassing RpcGateway."""
+    if not (
+        isinstance(gateway_type, type)
+        and RpcGateway in gateway_type.__mro__
+        and getattr(gateway_type, "_is_protocol", False)
+    ):
+        raise TypeError(f"{gateway_type!r} is not a Protocol subclassing RpcGateway")
+    return gateway_type
+
+
 @functools.cache
-def gateway_methods(gateway_type: type) -> Mapping[str, GatewayMethod]:
+def gateway_methods(gateway_type: GatewayType[RpcGateway]) -> Mapping[str, GatewayMethod]:
     """The methods declared by a gateway Protocol and its gateway bases.
 
     Args:
@@ -112,21 +123,16 @@ def gateway_methods(gateway_type: type) -> Mapping[str, GatewayMethod]:
     Threading:
         Any thread; cached per type.
     """
-    if not (
-        isinstance(gateway_type, type)
-        and RpcGateway in gateway_type.__mro__
-        and getattr(gateway_type, "_is_protocol", False)
-    ):
-        raise TypeError(f"{gateway_type!r} is not a Protocol subclassing RpcGateway")
+    gateway_class = _gateway_class(gateway_type)
     methods: dict[str, GatewayMethod] = {}
-    for klass in gateway_type.__mro__:
+    for klass in gateway_class.__mro__:
         if not getattr(klass, "_is_protocol", False) or klass in (Protocol, typing.Generic):
             continue
         for name, value in vars(klass).items():
             if name.startswith("_") or name in _GATEWAY_PROPERTIES or name in methods:
                 continue
             if inspect.isfunction(value):
-                methods[name] = _describe(gateway_type, name, value)
+                methods[name] = _describe(gateway_class, name, value)
     return methods
 
 
@@ -232,7 +238,7 @@ def _ask_function(spec: GatewayMethod) -> Callable[..., Future[Any]]:
 
 
 @functools.cache
-def _proxy_class(gateway_type: type) -> type[GatewayProxy]:
+def _proxy_class(gateway_type: GatewayType[RpcGateway]) -> type[GatewayProxy]:
     namespace: dict[str, Any] = {"__slots__": (), "__module__": __name__}
     for name, spec in gateway_methods(gateway_type).items():
         fn = _tell_function(spec) if spec.is_tell else _ask_function(spec)
@@ -241,12 +247,12 @@ def _proxy_class(gateway_type: type) -> type[GatewayProxy]:
         fn.__qualname__ = f"{gateway_type.__name__}Proxy.{name}"
         fn.__doc__ = declared.__doc__
         namespace[name] = fn
-    bases = (GatewayProxy, gateway_type)
+    bases = (GatewayProxy, _gateway_class(gateway_type))
     return type(f"{gateway_type.__name__}Proxy", bases, namespace)
 
 
 def create_gateway_proxy(
-    gateway_type: type[G],
+    gateway_type: GatewayType[G],
     *,
     address: str,
     endpoint_id: str,

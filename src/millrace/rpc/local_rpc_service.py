@@ -17,7 +17,7 @@ from millrace.config import Configuration, RpcOptions
 from millrace.errors import RecipientUnreachableError
 from millrace.rpc._futures import all_of, complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
-from millrace.rpc.rpc_gateway import RpcGateway
+from millrace.rpc.rpc_gateway import GatewayType, RpcGateway
 from millrace.rpc.rpc_service import FatalErrorHandler
 from millrace.rpc.rpc_timer import RpcTimer, TimerHandle
 
@@ -34,12 +34,15 @@ SCHEME = "local"
 
 
 class _PendingLookup:
+    """A connect (or, with no gateway type, a TcpRpcService's remote lookup) waiting for its
+    endpoint to register."""
+
     __slots__ = ("address", "fencing_token", "future", "gateway_type", "timer")
 
     def __init__(
         self,
         address: str,
-        gateway_type: type[Any],
+        gateway_type: GatewayType[RpcGateway] | None,
         fencing_token: object | None,
         future: Future[Any],
     ) -> None:
@@ -143,7 +146,7 @@ class LocalRpcService:
                 del self._endpoints[endpoint.endpoint_id]
 
     def connect(
-        self, address: str, gateway_type: type[G], fencing_token: object | None = None
+        self, address: str, gateway_type: GatewayType[G], fencing_token: object | None = None
     ) -> Future[G]:
         """Resolve ``address`` to a gateway, waiting up to the lookup timeout for registration.
 
@@ -249,19 +252,21 @@ class LocalRpcService:
         return close_future
 
     def _resolve(self, lookup: _PendingLookup, endpoint: RpcEndpoint) -> None:
-        methods = gateway_methods(lookup.gateway_type)
+        gateway_type = lookup.gateway_type
+        assert gateway_type is not None, "only TcpRpcService adds lookups without a gateway"
+        methods = gateway_methods(gateway_type)
         missing = [name for name in methods if not callable(getattr(endpoint, name, None))]
         if missing:
             fail(
                 lookup.future,
                 TypeError(
                     f"endpoint at {lookup.address} ({type(endpoint).__name__}) does not implement "
-                    f"{', '.join(missing)} of {lookup.gateway_type.__name__}"
+                    f"{', '.join(missing)} of {gateway_type.__name__}"
                 ),
             )
             return
         proxy = create_gateway_proxy(
-            lookup.gateway_type,
+            gateway_type,
             address=lookup.address,
             endpoint_id=endpoint.endpoint_id,
             send=endpoint.rpc_server.enqueue,

@@ -12,17 +12,18 @@ scheduled run is unexpected and goes to :meth:`RpcEndpoint.on_fatal_error`. Neit
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from millrace.clock import Clock
 from millrace.errors import IllegalThreadError
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
-from millrace.rpc.rpc_gateway import RpcGateway
+from millrace.rpc.rpc_gateway import GatewayType, RpcGateway
 from millrace.rpc.rpc_invocation import RpcInvocation
 from millrace.rpc.rpc_server import CallAsync, RpcServer
 from millrace.rpc.scheduled_run import ScheduledRun
@@ -42,7 +43,12 @@ class RpcEndpoint:
     """Base class of every RPC component (JobMaster, TaskExecutor, ResourceManager, ...).
 
     Subclasses implement one or more gateway Protocols and override :meth:`on_start`,
-    :meth:`on_stop` and :meth:`on_fatal_error` as needed.
+    :meth:`on_stop` and :meth:`on_fatal_error` as needed. They name the gateways in the class
+    statement, ``class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,))``, rather
+    than subclassing them: an implementation returns ``T`` where the gateway's ask returns
+    ``Future[T]`` (the reply may also be a Future, whose outcome is passed on), which a type
+    checker would reject as an incompatible override. The class statement raises TypeError if
+    a gateway method is missing or takes other parameters than the gateway declares.
 
     Args:
         rpc_service: The service that hosts this endpoint and gives it its address and clock.
@@ -55,6 +61,24 @@ class RpcEndpoint:
         Construct on any thread; see each method. Subclasses must not use attribute names
         starting with ``_rpc_`` (the base class's own).
     """
+
+    def __init_subclass__(
+        cls, *, implements: tuple[GatewayType[RpcGateway], ...] = (), **kwargs: Any
+    ) -> None:
+        """Check that the new endpoint class implements the gateways it names.
+
+        Args:
+            implements: Gateway Protocols whose methods the class serves; not inherited by
+                its subclasses (which are not checked again).
+            **kwargs: Passed on to the next ``__init_subclass__``.
+
+        Raises:
+            TypeError: If an entry is not a gateway Protocol, or one of its methods is missing
+                or takes other parameters (names, kinds, defaults) than the gateway declares.
+        """
+        super().__init_subclass__(**kwargs)
+        for gateway_type in implements:
+            _check_implements(cls, gateway_type)
 
     def __init__(self, rpc_service: RpcService, endpoint_id: str) -> None:
         if not endpoint_id or "/" in endpoint_id:
@@ -235,14 +259,15 @@ class RpcEndpoint:
         self._rpc_enqueue(run)
         return run
 
-    def on_main_thread(self, future: Future[T], fn: Callable[[Future[T]], None]) -> None:
+    def on_main_thread(self, future: Future[T], fn: Callable[[Future[T]], object]) -> None:
         """Once ``future`` is done, run ``fn(future)`` on the main thread (like run_async).
 
         Use it to act on replies of asks without blocking the main thread.
 
         Args:
             future: Typically the reply of an ask to another endpoint.
-            fn: Callback receiving the done future; its errors go to :meth:`on_fatal_error`.
+            fn: Callback receiving the done future; its result is ignored, its errors go to
+                :meth:`on_fatal_error`.
 
         Threading:
             Any thread.
@@ -269,7 +294,7 @@ class RpcEndpoint:
         if not self._rpc_server.is_main_thread():
             raise IllegalThreadError(self._rpc_endpoint_id, threading.current_thread().name)
 
-    def get_self_gateway(self, gateway_type: type[G]) -> G:
+    def get_self_gateway(self, gateway_type: GatewayType[G]) -> G:
         """A gateway to this endpoint (calls go through the mailbox like any caller's).
 
         Args:
@@ -314,3 +339,52 @@ class RpcEndpoint:
             self.on_fatal_error(error)
         except Exception:
             logger.exception("on_fatal_error of RPC endpoint %s raised", self._rpc_endpoint_id)
+
+
+def _check_implements(endpoint_class: type, gateway_type: GatewayType[RpcGateway]) -> None:
+    """Raise TypeError unless ``endpoint_class`` serves every method of ``gateway_type``.
+
+    A method must exist and take the gateway's parameters (after ``self``) in the same order,
+    with the same names and kinds, and with a default wherever the gateway has one; further
+    parameters need defaults. Annotations are not compared: replies differ by design.
+    """
+    problems: list[str] = []
+    for name in gateway_methods(gateway_type):
+        implemented = getattr(endpoint_class, name, None)
+        if not callable(implemented):
+            problems.append(f"{name} is missing")
+            continue
+        declared = inspect.signature(getattr(gateway_type, name))
+        try:
+            actual = inspect.signature(implemented)
+        except (TypeError, ValueError):  # no signature to compare (e.g. a builtin)
+            continue
+        if not _parameters_match(declared, actual):
+            problems.append(
+                f"{name}{_parameter_list(actual)} differs from {_parameter_list(declared)}"
+            )
+    if problems:
+        raise TypeError(
+            f"{endpoint_class.__name__} does not implement {gateway_type.__name__}: "
+            + "; ".join(problems)
+        )
+
+
+def _parameters_match(declared: inspect.Signature, actual: inspect.Signature) -> bool:
+    expected = list(declared.parameters.values())[1:]
+    offered = list(actual.parameters.values())[1:]
+    if len(offered) < len(expected):
+        return False
+    for want, have in zip(expected, offered, strict=False):
+        if want.name != have.name or want.kind != have.kind:
+            return False
+        if want.default is not want.empty and have.default is have.empty:
+            return False
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return all(p.default is not p.empty or p.kind in variadic for p in offered[len(expected) :])
+
+
+def _parameter_list(signature: inspect.Signature) -> str:
+    """``signature`` without ``self`` and annotations, e.g. ``(job_id, timeout=None)``."""
+    parameters = [p.replace(annotation=p.empty) for p in list(signature.parameters.values())[1:]]
+    return str(signature.replace(parameters=parameters, return_annotation=signature.empty))

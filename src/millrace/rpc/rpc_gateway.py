@@ -18,14 +18,19 @@ Example::
             ...
 
 Callers obtain an implementation from ``RpcService.connect`` (a proxy that enqueues each call in
-the target endpoint's mailbox); the endpoint class implements the gateway itself.
+the target endpoint's mailbox). The endpoint class implements the gateway's methods itself, but
+returns the reply directly where the gateway returns ``Future[T]`` (the RPC layer completes the
+caller's future with it), so it does not subclass the gateway; it names it in its class statement
+instead, ``class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,))``, and
+:class:`~millrace.rpc.rpc_endpoint.RpcEndpoint` checks there that every method is implemented.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeAlias, TypeVar
 
-__all__ = ["FencedRpcGateway", "RpcGateway"]
+__all__ = ["FencedRpcGateway", "GatewayType", "RpcGateway"]
 
 
 class RpcGateway(Protocol):
@@ -55,3 +60,15 @@ class FencedRpcGateway(RpcGateway, Protocol):
     def fencing_token(self) -> object | None:
         """The token attached to every call made through this gateway (None: unfenced)."""
         ...
+
+
+G = TypeVar("G", bound=RpcGateway)
+
+GatewayType: TypeAlias = Callable[..., G]
+"""A gateway Protocol class whose instances are ``G``, as passed to ``RpcService.connect``.
+
+Spelled as a callable returning ``G`` rather than ``type[G]`` because type checkers accept only
+concrete classes where ``type[G]`` is expected, and every gateway is a Protocol. Gateways are
+never called: :func:`~millrace.rpc.gateway_proxy.gateway_methods` rejects anything that is not
+a gateway Protocol with TypeError.
+"""

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from millrace.clock import Clock
-from millrace.rpc.rpc_gateway import RpcGateway
+from millrace.rpc.rpc_gateway import GatewayType, RpcGateway
 
 if TYPE_CHECKING:
     from millrace.rpc.rpc_endpoint import RpcEndpoint
@@ -68,7 +68,7 @@ class RpcService(Protocol):
         ...
 
     def connect(
-        self, address: str, gateway_type: type[G], fencing_token: object | None = None
+        self, address: str, gateway_type: GatewayType[G], fencing_token: object | None = None
     ) -> Future[G]:
         """Resolve ``address`` to a gateway proxy implementing ``gateway_type``.
 

@@ -28,7 +28,7 @@ from millrace.rpc._futures import complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
 from millrace.rpc.local_rpc_service import LocalRpcService, _PendingLookup
 from millrace.rpc.message_codec import MessageCodec
-from millrace.rpc.rpc_gateway import RpcGateway
+from millrace.rpc.rpc_gateway import GatewayType, RpcGateway
 from millrace.rpc.rpc_invocation import RpcInvocation
 from millrace.rpc.tcp.connection import (
     CALL,
@@ -132,7 +132,7 @@ class TcpRpcService(LocalRpcService):
     # Client side ---------------------------------------------------------------------------------
 
     def connect(
-        self, address: str, gateway_type: type[G], fencing_token: object | None = None
+        self, address: str, gateway_type: GatewayType[G], fencing_token: object | None = None
     ) -> Future[G]:
         """Resolve ``tcp://host:port/endpoint_id`` to a gateway over TCP.
 
@@ -198,7 +198,7 @@ class TcpRpcService(LocalRpcService):
         connection: Connection,
         address: str,
         endpoint_id: str,
-        gateway_type: type[G],
+        gateway_type: GatewayType[G],
         fencing_token: object | None,
         result: Future[G],
     ) -> None:
@@ -420,9 +420,9 @@ class TcpRpcService(LocalRpcService):
         """Any thread: send the outcome of a call back (an unsendable result fails the call)."""
         if connection.closed:
             return
-        if done.cancelled() or done.exception() is not None:
-            error = done.exception() if not done.cancelled() else RuntimeError("cancelled")
-            message = [REPLY, call_id, False, error_to_wire(error)]
+        failure = RuntimeError("cancelled") if done.cancelled() else done.exception()
+        if failure is not None:
+            message = [REPLY, call_id, False, error_to_wire(failure)]
         else:
             message = [REPLY, call_id, True, done.result()]
         try:
