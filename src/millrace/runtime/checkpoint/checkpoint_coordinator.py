@@ -18,6 +18,7 @@ Threading:
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -286,7 +287,10 @@ class CheckpointCoordinator:
             if target.trigger is not None:
                 sent = target.trigger(checkpoint_id, pending.timestamp_ms)
                 self._on_main_thread(
-                    sent, lambda f, t=target: self._trigger_sent(f, checkpoint_id, t)
+                    sent,
+                    functools.partial(
+                        self._trigger_sent, checkpoint_id=checkpoint_id, target=target
+                    ),
                 )
         return pending.future
 

@@ -7,8 +7,9 @@ cause) when the job ends.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from millrace.rpc import RpcEndpoint, RpcGateway, RpcService
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
@@ -20,6 +21,8 @@ __all__ = ["JobClient", "JobClientGateway"]
 
 NO_TIMEOUT = 10 * 365 * 86400.0
 """Timeout (s) of waits that last as long as the job (ten years)."""
+
+R = TypeVar("R")
 
 
 class JobClientGateway(RpcGateway, Protocol):
@@ -41,7 +44,7 @@ class JobClientGateway(RpcGateway, Protocol):
     def cancel_job(self, job_id: JobId) -> Future[None]: ...
 
 
-class JobClient(RpcEndpoint, JobClientGateway):
+class JobClient(RpcEndpoint, implements=(JobClientGateway,)):
     """Talks to one Dispatcher.
 
     Args:
@@ -98,21 +101,26 @@ class JobClient(RpcEndpoint, JobClientGateway):
         )
         return reply
 
-    def _with_dispatcher(self, call, on_result, reply: Future) -> None:  # type: ignore[no-untyped-def]
+    def _with_dispatcher(
+        self,
+        call: Callable[[DispatcherGateway], Future[R]],
+        on_result: Callable[[R], object],
+        reply: Future[Any],
+    ) -> None:
         """Run ``call(dispatcher)``; pass its result to ``on_result`` on the main thread, or
         its error to ``reply``."""
         assert self._dispatcher is not None
 
         def connected(f: Future[DispatcherGateway]) -> None:
             if f.exception() is not None:
-                reply.set_exception(f.exception())  # type: ignore[arg-type]
+                reply.set_exception(f.exception())
                 return
             self.on_main_thread(call(f.result()), answered)
 
-        def answered(f: Future[object]) -> None:
+        def answered(f: Future[R]) -> None:
             if f.exception() is not None:
                 if not reply.done():
-                    reply.set_exception(f.exception())  # type: ignore[arg-type]
+                    reply.set_exception(f.exception())
                 return
             on_result(f.result())
 

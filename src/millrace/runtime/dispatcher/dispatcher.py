@@ -29,7 +29,7 @@ __all__ = ["Dispatcher"]
 logger = logging.getLogger(__name__)
 
 
-class Dispatcher(RpcEndpoint, DispatcherGateway):
+class Dispatcher(RpcEndpoint, implements=(DispatcherGateway,)):
     """The cluster's entry point for jobs.
 
     Args:

@@ -87,7 +87,7 @@ __all__ = ["JobMaster"]
 logger = logging.getLogger(__name__)
 
 
-class JobMaster(FencedRpcEndpoint, JobMasterGateway):
+class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     """The master of one job.
 
     Args:
@@ -316,7 +316,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 return
             if f.exception() is not None:
                 self._slot_pool.return_offers(wanted)
-                reply.set_exception(f.exception())  # type: ignore[arg-type]
+                reply.set_exception(f.exception())
                 return
             gateway, job_id = f.result(), self.job_graph.job_id
             for offer in wanted:
@@ -371,7 +371,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                 self.execution_graph, jv, ev, slot, self.address, configuration, self._assignment
             )
             submitting = slot.gateway.submit_task(tdd)
-            self.on_main_thread(submitting, lambda f, e=execution: self._submitted(f, e))
+            self.on_main_thread(submitting, functools.partial(self._submitted, execution=execution))
 
     def _submitted(self, submitting: Future[TaskOperationResult], execution: Execution) -> None:
         error = submitting.exception()
@@ -461,7 +461,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         for coordinator in self._sources.values():
             if not coordinator.bounded:
                 found = self._io.submit(coordinator.enumerator.discover)
-                self.on_main_thread(found, lambda f, c=coordinator: self._discovered(c, f))
+                self.on_main_thread(found, functools.partial(self._discovered, coordinator))
         self.schedule_run_async(self._discover_splits, self._discovery_interval)
 
     def _discovered(self, coordinator: SourceCoordinator, found: Future[list[InputSplit]]) -> None:
@@ -531,7 +531,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
 
         def taken(f: Future[CheckpointMetadata]) -> None:
             if f.exception() is not None:
-                reply.set_exception(f.exception())  # type: ignore[arg-type]
+                reply.set_exception(f.exception())
                 return
             if cancel_job:
                 self.cancel()
@@ -601,7 +601,9 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
                     execution.transition_to(ExecutionState.FAILED)
                     continue
                 cancelling = gateway.cancel_task(execution.attempt_id)
-                self.on_main_thread(cancelling, lambda f, e=execution: self._cancelled(f, e))
+                self.on_main_thread(
+                    cancelling, functools.partial(self._cancelled, execution=execution)
+                )
 
     def _cancelled(self, cancelling: Future[TaskOperationResult], execution: Execution) -> None:
         error = cancelling.exception()
@@ -724,7 +726,7 @@ class JobMaster(FencedRpcEndpoint, JobMasterGateway):
         """Commit what the final attempts staged since the last checkpoint (idempotent)."""
         if self.result_future.done():
             return  # stopped meanwhile
-        attempts = {
+        attempts: dict[str, set[str]] = {
             jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
             for jv in self.execution_graph.vertices
         }

@@ -8,6 +8,7 @@ the JobMaster directly (Flink's slot protocol).
 
 from __future__ import annotations
 
+import functools
 import logging
 from concurrent.futures import Future
 
@@ -39,7 +40,7 @@ __all__ = ["ResourceManager"]
 logger = logging.getLogger(__name__)
 
 
-class ResourceManager(RpcEndpoint, ResourceManagerGateway):
+class ResourceManager(RpcEndpoint, implements=(ResourceManagerGateway,)):
     """The cluster's slot authority.
 
     Args:
@@ -186,7 +187,9 @@ class ResourceManager(RpcEndpoint, ResourceManagerGateway):
                 request.job_master_address,
                 request.job_master_id,
             )
-            self.on_main_thread(allocating, lambda f, r=request, s=slot: self._allocated(f, r, s))
+            self.on_main_thread(
+                allocating, functools.partial(self._allocated, request=request, slot=slot)
+            )
 
     def _allocated(
         self, allocating: Future[Acknowledge], request: PendingSlotRequest, slot: TaskManagerSlot

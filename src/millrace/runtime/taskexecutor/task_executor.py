@@ -11,6 +11,7 @@ endpoint state lives on the main thread.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -73,7 +74,7 @@ _REGISTRATION_BACKOFF = (0.05, 2.0)  # seconds: first retry, cap (doubling)
 _TASK_STOP_TIMEOUT = 10.0  # seconds all tasks together get to stop when the TaskExecutor stops
 
 
-class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
+class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
     """One TaskManager.
 
     Args:
@@ -136,10 +137,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
                 )
         for partition in self._partitions.values():
             partition.release(
-                lambda f: (
-                    f.done()
-                    or f.set_exception(PartitionNotFoundError("released: TaskManager stopped"))
-                )
+                lambda f: _fail_pull(f, PartitionNotFoundError("released: TaskManager stopped"))
             )
         self._partitions.clear()
 
@@ -197,13 +195,12 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
         connection = self._job_masters.get(job_id)
         if connection is not None:
             connection.last_heartbeat = self.clock.monotonic()
-            self.on_main_thread(
-                connection.gateway,
-                lambda f: (
-                    f.exception() is None
-                    and f.result().heartbeat_from_task_manager(self.resource_id)
-                ),
-            )
+
+            def answer(connecting: Future[JobMasterGateway]) -> None:
+                if connecting.exception() is None:
+                    connecting.result().heartbeat_from_task_manager(self.resource_id)
+
+            self.on_main_thread(connection.gateway, answer)
 
     def _check_heartbeats(self) -> None:
         """Watch the ResourceManager and every JobMaster (seed 000: the TaskManager watches the
@@ -416,7 +413,8 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
     def _emit(
         self, tdd: TaskDeploymentDescriptor, subpartition: int | None, event: PartitionEvent
     ) -> None:
-        partition = self._partitions.get(tdd.output_partition)  # type: ignore[arg-type]
+        output = tdd.output_partition
+        partition = None if output is None else self._partitions.get(output)
         if partition is None:
             return  # released: the job ended or was cancelled
         first = partition.num_events == 0
@@ -455,7 +453,7 @@ class TaskExecutor(RpcEndpoint, TaskExecutorGateway):
     def release_partitions(self, job_id: JobId) -> None:
         for pid in [p for p, part in self._partitions.items() if part.job_id == job_id]:
             error = PartitionNotFoundError(pid)
-            self._partitions.pop(pid).release(lambda f, e=error: f.done() or f.set_exception(e))
+            self._partitions.pop(pid).release(functools.partial(_fail_pull, error=error))
 
     def _make_poll(self) -> Callable[[InputChannelDescriptor, int], Future[PartitionEvents]]:
         """A poll function for input gates; runs on task threads, connects lazily."""
@@ -510,6 +508,12 @@ class _JobManagerConnection:
     job_master_id: str
     gateway: Future[JobMasterGateway]
     last_heartbeat: float
+
+
+def _fail_pull(pull: Future[PartitionEvents], error: BaseException) -> None:
+    """Fail a parked partition pull with ``error`` unless it is done already."""
+    if not pull.done():
+        pull.set_exception(error)
 
 
 def _cancel_spark_jobs(env: TaskEnvironment) -> None:
