@@ -57,7 +57,7 @@ from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
-from millrace.types import new_id
+from millrace.types import JobId, new_id
 
 __all__ = ["DispatcherRestEndpoint", "create_rest_app", "rest_token"]
 
@@ -176,7 +176,7 @@ def create_rest_app(
     @app.get("/jobs/{jobid}", response_model=JobDetailsInfo, response_model_by_alias=True)
     async def job(jobid: str) -> JobDetailsInfo:
         try:
-            details = await _result(dispatcher.request_job_details(jobid), timeout)
+            details = await _result(dispatcher.request_job_details(JobId(jobid)), timeout)
         except JobSubmissionError as error:
             raise HTTPException(404, str(error)) from None
         return _job_details(details)
@@ -220,7 +220,7 @@ def create_rest_app(
         response_model_by_alias=True,
     )
     async def checkpoints(jobid: str) -> CheckpointingStatistics:
-        stats = await running(lambda: dispatcher.request_checkpoint_statistics(jobid))
+        stats = await running(lambda: dispatcher.request_checkpoint_statistics(JobId(jobid)))
         completed = [r for r in stats.history if r.status == "COMPLETED"]
         return CheckpointingStatistics(
             counts={
@@ -238,7 +238,7 @@ def create_rest_app(
 
     @app.get("/jobs/{jobid}/watermarks", response_model=JobWatermarks, response_model_by_alias=True)
     async def watermarks(jobid: str) -> JobWatermarks:
-        info = await running(lambda: dispatcher.request_watermarks(jobid))
+        info = await running(lambda: dispatcher.request_watermarks(JobId(jobid)))
         return JobWatermarks(
             min_clock=info.min_clock_ms,
             tasks=[
@@ -260,9 +260,9 @@ def create_rest_app(
     ) -> TriggerResponse:
         """Trigger a savepoint (and cancel the job once it is taken, with cancel-job)."""
         authorize(authorization)
-        await running(lambda: dispatcher.request_job_details(jobid))
+        await running(lambda: dispatcher.request_job_details(JobId(jobid)))
         taking = dispatcher.trigger_savepoint(
-            jobid, request.target_directory, request.cancel_job, timeout=_SAVEPOINT_TIMEOUT
+            JobId(jobid), request.target_directory, request.cancel_job, timeout=_SAVEPOINT_TIMEOUT
         )
         request_id = new_id()
         savepoints[request_id] = taking
@@ -330,7 +330,7 @@ def create_rest_app(
         if mode != "cancel":
             raise HTTPException(400, f"mode={mode!r} is not supported; use mode=cancel")
         try:
-            await _result(dispatcher.cancel_job(jobid), timeout)
+            await _result(dispatcher.cancel_job(JobId(jobid)), timeout)
         except JobSubmissionError as error:
             raise HTTPException(404, str(error)) from None
         return {}
