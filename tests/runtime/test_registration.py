@@ -101,9 +101,7 @@ def wait_until(predicate, timeout: float = WAIT) -> None:
 
 
 def test_task_executor_retries_until_the_resource_manager_exists(service) -> None:
-    te = TaskExecutor(
-        service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-early")
-    )
+    te = TaskExecutor(service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-early"))
     te.start()
     time.sleep(0.5)  # first lookups fail (lookup timeout 300 ms); it keeps retrying
     assert not te.call_async(lambda: te.registered).result(WAIT)
@@ -126,9 +124,7 @@ class StubJobMaster(FencedRpcEndpoint, JobMasterGateway):
 
 @pytest.mark.parametrize("accept", [True, False])
 def test_slot_request_is_offered_to_the_job_master(service, rm, accept) -> None:
-    te = TaskExecutor(
-        service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-1")
-    )
+    te = TaskExecutor(service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-1"))
     te.start()
     wait_until(lambda: len(rm.request_task_manager_infos().result(WAIT)) == 1)
     jm = StubJobMaster(service, accept)
