@@ -21,6 +21,7 @@ from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.input_split import SplitState
 from millrace.runtime.io.partition_events import MIN_WATERMARK
 from millrace.runtime.jobgraph import JobGraph
+from millrace.types import JobVertexId
 
 __all__ = ["RestoredSourceState", "StateAssignment", "assign_state"]
 
@@ -68,7 +69,7 @@ def assign_state(metadata: CheckpointMetadata, job_graph: JobGraph) -> StateAssi
     vertices = {v.vertex_id: v for v in job_graph.vertices}
     assignment = StateAssignment(metadata.checkpoint_id)
     for state in metadata.vertices:
-        vertex = vertices.get(state.vertex_id)
+        vertex = vertices.get(JobVertexId(state.vertex_id))
         if vertex is None:
             if not state.finished_splits and not any(
                 _has_state(s) for s in state.subtasks.values()

@@ -114,8 +114,8 @@ class InputGate:
         if out:
             return out
         busy = set(self._pending.values())
-        for i, done in enumerate(self._finished):
-            if not done and not self._blocked[i] and not self._held[i] and i not in busy:
+        for i, finished in enumerate(self._finished):
+            if not finished and not self._blocked[i] and not self._held[i] and i not in busy:
                 self._pending[self._poll(self._channels[i], self._next_index[i])] = i
         if not self._pending:
             return out
