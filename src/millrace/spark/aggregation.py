@@ -37,6 +37,10 @@ class AggregateCall:
     function: str
     argument: Column | None
 
+    def argument_column(self) -> Column:
+        """The argument, or ``lit(1)`` for ``count(*)``."""
+        return self.argument if self.argument is not None else F.lit(1)
+
 
 @dataclass(frozen=True)
 class AggregatePlan:
@@ -66,8 +70,8 @@ class AggregatePlan:
         names = tuple(
             call.name if call else _output_name(c) for call, c in zip(calls, columns, strict=True)
         )
-        decomposed = tuple(calls) if all(calls) else None
-        return cls(tuple(columns), names, decomposed)  # type: ignore[arg-type]
+        decomposed = tuple(call for call in calls if call is not None)
+        return cls(tuple(columns), names, decomposed if len(decomposed) == len(calls) else None)
 
     @property
     def decomposable(self) -> bool:
@@ -81,9 +85,9 @@ class AggregatePlan:
         """
         out: list[Column] = []
         for i, call in enumerate(self._calls()):
-            arg = call.argument
+            arg = call.argument_column()
             if call.function == "count":
-                out.append(F.count(arg if arg is not None else F.lit(1)).alias(f"__p{i}_c"))
+                out.append(F.count(arg).alias(f"__p{i}_c"))
             elif call.function == "sum":
                 out.append(F.sum(arg).alias(f"__p{i}_s"))
             elif call.function in ("min", "max"):
@@ -135,7 +139,7 @@ class AggregatePlan:
 
 def _decompose(column: Column) -> AggregateCall | None:
     try:
-        node = column._jc.node()
+        node = _java_column(column).node()
         name = None
         if node.getClass().getSimpleName() == "Alias":
             names = node.name()
@@ -172,14 +176,20 @@ def _column_of(node: Any) -> Column:
     from pyspark import SparkContext
 
     context = SparkContext._active_spark_context
-    if context is None:
+    jvm = None if context is None else context._jvm
+    if jvm is None:
         raise RuntimeError("no active SparkContext to build a Column")
-    return Column(context._jvm.org.apache.spark.sql.Column(node))
+    return Column(jvm.org.apache.spark.sql.Column(node))
+
+
+def _java_column(column: Column) -> Any:
+    """The JVM column behind a classic Column (Spark Connect's have none: AttributeError)."""
+    return column._jc
 
 
 def _output_name(column: Column) -> str:
     try:
-        node = column._jc.node()
+        node = _java_column(column).node()
         if node.getClass().getSimpleName() == "Alias":
             return str(node.name().apply(0))
         return str(node.sql())
