@@ -238,7 +238,8 @@ def _read_parquet_rows(url: str, position: int, max_rows: int) -> tuple[Any, int
     with fsspec.open(url, "rb") as f:
         parquet = pq.ParquetFile(f)
         metadata = parquet.metadata
-        start, groups, rows = 0, [], 0
+        start, rows = 0, 0
+        groups: list[int] = []
         for index in range(metadata.num_row_groups):
             size = metadata.row_group(index).num_rows
             if start + size <= position:

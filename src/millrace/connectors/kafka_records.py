@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "INTERNAL_COLUMNS",
@@ -98,7 +98,8 @@ def json_schema(schema: Any) -> Any:
 
     from millrace.errors import PipelineError
 
-    struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
+    # fromDDL is typed to return a DataType; a list of fields parses to a StructType
+    struct = cast(StructType, StructType.fromDDL(schema)) if isinstance(schema, str) else schema
     reserved = [f.name for f in struct.fields if f.name.startswith("__kafka_")]
     if reserved:
         raise PipelineError(f"field names starting with __kafka_ are reserved: {reserved}")

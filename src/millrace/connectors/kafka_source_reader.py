@@ -197,7 +197,7 @@ class KafkaSourceReader:
         bounded = any(p.end is not None for p in open_)
         # events (messages, partition ends) still to come before every bounded partition is
         # at its end: an upper bound (compaction and transaction markers leave gaps)
-        budget = sum(p.end - p.position + 1 for p in open_) if bounded else 0  # type: ignore[operator]
+        budget = sum(p.end - p.position + 1 for p in open_ if p.end is not None)
         deadline = time.monotonic() + timeout
         messages: list[Any] = []
         ends: dict[int, int] = {}

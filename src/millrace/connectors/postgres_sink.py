@@ -316,7 +316,7 @@ class PostgresSink:
         if self._exists(conn, target):
             return
         if self.ddl is not None:
-            conn.execute(sql.SQL(self.ddl))  # type: ignore[arg-type]  # the user's DDL
+            conn.execute(sql.SQL(self.ddl))  # the user's DDL, not a literal
             return
         columns = sql.SQL(", ").join(
             sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(postgres_type(f.type)))
