@@ -12,6 +12,7 @@ cluster (``SerializedOperator``), so the embedded cluster runs what a standalone
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
@@ -39,6 +40,9 @@ from millrace.runtime.jobgraph import (
     SerializedOperator,
 )
 from millrace.types import JobVertexId
+
+if TYPE_CHECKING:  # imported when needed: it imports pyspark
+    from millrace.spark.aggregation import AggregatePlan
 
 __all__ = ["SOURCE_TASK", "WINDOW_TASK", "generate_job_graph"]
 
@@ -126,13 +130,13 @@ def _build_vertices(
             source.idle_timeout_ms,
         )
     ]
-    current = JobVertex(source.name, parallelism, SOURCE_TASK, operators, is_source=True)
+    current = JobVertex(source.name, parallelism, SOURCE_TASK, is_source=True)  # _finish: operators
     i = 1
     while i < len(chain):
         t = chain[i]
         if isinstance(t, TransformTransformation):
             _check_parallelism(t, current)
-            operators.append(TransformOperator(t.fn, t.name))  # type: ignore[arg-type]
+            operators.append(TransformOperator(t.fn, t.name))
         elif isinstance(t, SinkTransformation):
             _check_parallelism(t, current)
             operators.append(SinkOperator(t.sink, t.name))
@@ -148,9 +152,9 @@ def _build_vertices(
                 raise PipelineError("windowing the output of a window is not supported yet")
             plan = _aggregate_plan(window.aggregates)
             operators.append(
-                LocalWindowAggregateOperator(t.keys, window.window, event_time, plan)  # type: ignore[arg-type]
+                LocalWindowAggregateOperator(t.keys, window.window, event_time, plan)
                 if plan.decomposable
-                else WindowAssignOperator(t.keys, window.window, event_time)  # type: ignore[arg-type]
+                else WindowAssignOperator(t.keys, window.window, event_time)
             )
             _finish(current, operators, vertices)
             nxt_p = window.parallelism or default_p
@@ -158,8 +162,8 @@ def _build_vertices(
                 raise PipelineError(
                     f"{window.name}: parallelism {nxt_p} exceeds pipeline.max-parallelism={max_p}"
                 )
-            operators = [WindowAggregateOperator(t.keys, window.window, plan, window.name)]  # type: ignore[arg-type]
-            nxt = JobVertex(window.name, nxt_p, WINDOW_TASK, operators)
+            operators = [WindowAggregateOperator(t.keys, window.window, plan, window.name)]
+            nxt = JobVertex(window.name, nxt_p, WINDOW_TASK)
             edges.append(
                 JobEdge(current.vertex_id, nxt.vertex_id, DistributionPattern.HASH, t.keys)
             )
@@ -199,7 +203,7 @@ def _check_parallelism(t: Transformation, vertex: JobVertex) -> None:
         )
 
 
-def _aggregate_plan(aggregates: tuple[object, ...]) -> object:
+def _aggregate_plan(aggregates: tuple[object, ...]) -> AggregatePlan:
     from millrace.spark.aggregation import AggregatePlan
 
     return AggregatePlan.of(aggregates)

@@ -49,9 +49,9 @@ class SourceTransformation(Transformation):
     idle_timeout_ms: int | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class TransformTransformation(Transformation):
-    fn: Callable[[Any], Any] | None = None
+    fn: Callable[[Any], Any]
 
 
 @dataclass(eq=False)
@@ -59,10 +59,10 @@ class KeyByTransformation(Transformation):
     keys: tuple[str, ...] = ()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class WindowAggregateTransformation(Transformation):
     keys: tuple[str, ...] = ()
-    window: TumblingEventTimeWindows | None = None
+    window: TumblingEventTimeWindows
     aggregates: tuple[Any, ...] = ()
 
 
