@@ -256,8 +256,8 @@ class SourceStreamTask(SparkStreamTask):
 
         late = 0
         tail = self._tail
-        window = getattr(tail, "window", None)
         if isinstance(tail, LocalWindowAggregateOperator | WindowAssignOperator):
+            window = tail.window
             if sequence == 0:
                 _require_column(frame, tail.event_time, env.task_name)
             consumers = self.tdd.num_subpartitions
