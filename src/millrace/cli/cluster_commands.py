@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -129,7 +130,7 @@ def taskmanager_start(
     _start_taskmanager_daemon(console, conf, address, dynamic, config_file)
 
 
-def _run_process(console: Console, run) -> int:  # type: ignore[no-untyped-def]
+def _run_process(console: Console, run: Callable[[], int]) -> int:
     try:
         return int(run())
     except ConfigError as error:

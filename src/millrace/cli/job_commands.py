@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,9 +19,12 @@ from millrace.cli.cli_configuration import (
 from millrace.cli.remote_cluster import RemoteCluster, resolve_jobmanager
 from millrace.config import Configuration, RpcOptions
 from millrace.errors import ConfigError, MillraceError
+from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobDetails
 
 __all__ = ["cancel", "list_jobs", "savepoint"]
+
+R = TypeVar("R")
 
 _SAVEPOINT_WAIT = 3600.0  # seconds a savepoint may take
 
@@ -116,9 +121,13 @@ def _resolve_job(
     return matches[0]
 
 
-def _with_dispatcher(  # type: ignore[no-untyped-def]
-    console: Console, conf: Configuration, jobmanager: str | None, call, wait: float | None = None
-):
+def _with_dispatcher(
+    console: Console,
+    conf: Configuration,
+    jobmanager: str | None,
+    call: Callable[[DispatcherGateway], Future[R]],
+    wait: float | None = None,
+) -> R:
     """Run ``call(dispatcher_gateway)`` and wait for its reply (``wait`` s, default the ask
     timeout); exit 1 on failure, 2 on a bad configuration."""
     try:

@@ -10,7 +10,14 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from millrace.api.stream_execution_environment import JobSubmissionResult
 from millrace.runtime.client.job_client import JobClientGateway
@@ -67,7 +74,7 @@ class ProgressExecutor:
         return result
 
     @staticmethod
-    def _show(progress: Progress, bar: int, details: JobDetails) -> None:
+    def _show(progress: Progress, bar: TaskID, details: JobDetails) -> None:
         states = "  ".join(
             f"{v.name.split(' -> ')[0].split(' by ')[0]}: "
             + ",".join(f"{n} {s}" for s, n in v.states.items())
