@@ -177,7 +177,7 @@ class ConfigOption(Generic[T]):
             value = _parse_int(raw, key)
         elif self.kind == "float":
             try:
-                value = float(raw)  # type: ignore[arg-type]
+                value = float(raw)  # type: ignore[arg-type]  # any object: TypeError is caught
             except (TypeError, ValueError):
                 raise ConfigError(key, raw, "a number") from None
         elif self.kind == "bool":
@@ -190,7 +190,7 @@ class ConfigOption(Generic[T]):
             raise ConfigError(key, raw, f"a value >= {self.minimum:g}")
         if self.maximum is not None and value > self.maximum:
             raise ConfigError(key, raw, f"a value <= {self.maximum:g}")
-        return value  # type: ignore[no-any-return]
+        return value
 
 
 def _option(key: str, kind: str, default: Any, description: str, **kw: Any) -> ConfigOption[Any]:
@@ -703,7 +703,7 @@ class Configuration:
         if option.key in self._values:
             return option.parse(self._values[option.key])
         default = option.default
-        return default(self) if callable(default) else default  # type: ignore[no-any-return]
+        return default(self) if callable(default) else default
 
     def get_raw(self, key: str, default: object = None) -> object:
         return self._values.get(key, default)
