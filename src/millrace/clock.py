@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+__all__ = ["Clock", "ListenableClock", "ManualClock", "SystemClock", "is_listenable"]
 
 
 class Clock(Protocol):
@@ -28,6 +28,29 @@ class Clock(Protocol):
     def time(self) -> float:
         """Seconds since the epoch (for timestamps shown to people)."""
         ...
+
+
+class ListenableClock(Clock, Protocol):
+    """A clock that moves only when told to and then calls its listeners (the ManualClock).
+
+    Timer loops cannot sleep until a due time on such a clock: they wait for a listener call.
+
+    Threading:
+        Any thread.
+    """
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever the clock moves."""
+        ...
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener`` (no effect if it is not registered)."""
+        ...
+
+
+def is_listenable(clock: Clock) -> TypeGuard[ListenableClock]:
+    """True if ``clock`` has ``add_listener`` (a ListenableClock such as the ManualClock)."""
+    return callable(getattr(clock, "add_listener", None))
 
 
 class SystemClock:

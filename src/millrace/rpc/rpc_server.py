@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from millrace.clock import is_listenable
 from millrace.errors import EndpointStoppedError
 from millrace.rpc._futures import complete, fail, transfer
 from millrace.rpc.rpc_invocation import RpcInvocation
@@ -79,7 +80,8 @@ class RpcServer:
         self._endpoint = endpoint
         self._endpoint_id = endpoint.endpoint_id
         self._clock = endpoint.clock
-        self._clock_driven = callable(getattr(self._clock, "add_listener", None))
+        self._listenable = self._clock if is_listenable(self._clock) else None
+        self._clock_driven = self._listenable is not None
         self._mailbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._run, name=f"{self._endpoint_id}-main", daemon=True
@@ -139,8 +141,8 @@ class RpcServer:
                 self._drain()
                 complete(self.termination_future, None)
             raise
-        if self._clock_driven:
-            self._clock.add_listener(self._wake)  # type: ignore[attr-defined]
+        if self._listenable is not None:
+            self._listenable.add_listener(self._wake)
         with self._lifecycle_lock:
             if self._state is _State.STARTING:
                 self._state = _State.RUNNING
@@ -309,8 +311,8 @@ class RpcServer:
             self._endpoint.rpc_service.stop_server(self._endpoint)
         except Exception:
             logger.exception("could not unregister RPC endpoint %s", self._endpoint_id)
-        if self._clock_driven:
-            self._clock.remove_listener(self._wake)  # type: ignore[attr-defined]
+        if self._listenable is not None:
+            self._listenable.remove_listener(self._wake)
         self._timers.clear()
         self._drain()
         for reply in self._pending_replies.copy():

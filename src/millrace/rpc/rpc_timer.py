@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from millrace.clock import Clock
+from millrace.clock import Clock, is_listenable
 from millrace.errors import RpcTimeoutError
 from millrace.rpc._futures import fail
 
@@ -90,7 +90,8 @@ class RpcTimer:
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._clock_driven = callable(getattr(clock, "add_listener", None))
+        self._listenable = clock if is_listenable(clock) else None
+        self._clock_driven = self._listenable is not None
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> TimerHandle:
         """Run ``fn()`` on the timer thread ``delay`` seconds of the clock from now.
@@ -142,8 +143,8 @@ class RpcTimer:
             self._heap.clear()
             self._cond.notify()
             thread = self._thread
-        if thread is not None and self._clock_driven:
-            self._clock.remove_listener(self._wake)  # type: ignore[attr-defined]
+        if thread is not None and self._listenable is not None:
+            self._listenable.remove_listener(self._wake)
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
@@ -165,8 +166,8 @@ class RpcTimer:
         return True
 
     def _start_thread(self) -> None:
-        if self._clock_driven:
-            self._clock.add_listener(self._wake)  # type: ignore[attr-defined]
+        if self._listenable is not None:
+            self._listenable.add_listener(self._wake)
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
