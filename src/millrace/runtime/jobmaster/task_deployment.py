@@ -48,7 +48,7 @@ def task_deployment_descriptor(
         InputChannelDescriptor(
             p.current_execution.partition_id,
             subtask.subtask_index,
-            p.current_execution.task_manager,  # type: ignore[arg-type]
+            p.current_execution.task_manager,  # type: ignore[arg-type]  # deployed: not None
             p.subtask_index,
         )
         for producer in graph.producers_of(vertex.vertex_id)
