@@ -34,6 +34,7 @@ test-quick: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples scripts
 	$(BIN)/ruff format --check src tests bench examples scripts
+	$(BIN)/mypy
 
 clean:
 	rm -rf out .millrace
