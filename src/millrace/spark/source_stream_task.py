@@ -123,6 +123,7 @@ class SourceStreamTask(SparkStreamTask):
                     self._set_active(True)
                     self._process(bundle, sequence)
                     sequence += 1
+                self.report_progress()
             self._take_checkpoints()
         finally:
             self._reader.close()
@@ -207,7 +208,6 @@ class SourceStreamTask(SparkStreamTask):
         )
         self._emit_watermark(self._tracker.advance())
         self.report_clock(self._tracker.emitted)
-        self.report_progress()
 
     def _emit_watermark(self, watermark: int | None) -> None:
         if watermark is not None and self.tdd.output_partition is not None:

@@ -9,6 +9,7 @@ the next checkpoint (two-phase commit, ``millrace.api.connector.sink``).
 from __future__ import annotations
 
 import time
+from dataclasses import astuple
 from typing import Any
 
 from millrace.api.operators import SinkOperator, TransformOperator
@@ -42,7 +43,7 @@ class SparkStreamTask(AbstractInvokable):
         self.ask_timeout = environment.configuration.get(RpcOptions.ASK_TIMEOUT)
         self._clock_interval = environment.configuration.get(ExecutionOptions.CLOCK_REPORT_INTERVAL)
         self._clock_reported: tuple[int, float] | None = None  # (watermark, when)
-        self._metrics_reported = 0.0
+        self._metrics_reported: tuple[tuple[int, ...], float] | None = None  # (counters, when)
 
     @property
     def spark(self) -> Any:
@@ -118,11 +119,18 @@ class SparkStreamTask(AbstractInvokable):
         self.environment.checkpoint_responder.report_watermark(watermark_ms)
 
     def report_progress(self) -> None:
-        """Send the task's counters to the JobMaster, at most once a second."""
+        """Send the task's counters to the JobMaster when they changed, at most once a second.
+
+        Called on every turn of the task's loop, idle turns included, so the counts of a last
+        bundle reach the JobMaster within a second even when no bundle follows.
+        """
         now = time.monotonic()
-        if now - self._metrics_reported >= _METRICS_INTERVAL:
-            self._metrics_reported = now
-            self.environment.report_metrics()
+        counters = astuple(self.environment.metrics)
+        last = self._metrics_reported
+        if last is not None and (last[0] == counters or now - last[1] < _METRICS_INTERVAL):
+            return
+        self._metrics_reported = (counters, now)
+        self.environment.report_metrics()
 
     def apply_transforms(self, frame: Any, transforms: list[TransformOperator]) -> Any:
         """Apply the chained ``transform`` functions to ``frame`` (lazily).
