@@ -51,18 +51,7 @@ FIRST_BUNDLE: list[float] = []  # per reader: wall time it returned its first bu
 
 @dataclass(frozen=True)
 class TimedReplaySource(ReplaySource):
-    """ReplaySource noting when each stripe starts (bench only).
-
-    Args:
-        columns: If given, the stripes hold only these columns (a bench variant showing what
-            a source that delivers only the columns the pipeline reads would gain).
-    """
-
-    columns: tuple[str, ...] | None = None
-
-    def stripe(self, index: int) -> Any:
-        table = super().stripe(index)
-        return table if self.columns is None else table.select(list(self.columns))
+    """ReplaySource noting when each stripe starts (bench only)."""
 
     def create_reader(self, context: SourceReaderContext) -> ReplaySourceReader:
         return _TimedReplayReader(self, context)

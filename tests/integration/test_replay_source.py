@@ -39,6 +39,32 @@ def test_stripes_deal_the_events_in_order_with_bounded_disorder(flights_dir) -> 
     assert source.stripe(1).equals(stripes[1])  # seeded: the same stream every run
 
 
+def test_columns_project_the_stream_in_the_same_order(flights_dir) -> None:
+    full = ReplaySource(str(flights_dir), "time_hour", rate=1000, max_disorder_ms=3_600_000)
+    projected = ReplaySource(
+        str(flights_dir),
+        "time_hour",
+        rate=1000,
+        max_disorder_ms=3_600_000,
+        columns=["dep_delay", "carrier"],  # order_by not listed: read, used, not carried
+    )
+    stripe = projected.stripe(2)
+    assert stripe.column_names == ["dep_delay", "carrier"]
+    assert stripe.equals(full.stripe(2).select(["dep_delay", "carrier"]))
+
+
+def test_a_column_the_files_lack_names_it_and_the_columns_there(flights_dir) -> None:
+    source = ReplaySource(str(flights_dir), "time_hour", rate=1000, columns=("carrier", "gate"))
+    with pytest.raises(ValueError, match=r"\['gate'\] are not in .*'dep_delay'"):
+        source.stripe(0)
+
+
+@pytest.mark.parametrize("columns", [(), ("carrier", "carrier")])
+def test_empty_or_repeated_columns_fail_at_construction(flights_dir, columns) -> None:
+    with pytest.raises(ValueError, match="distinct column names"):
+        ReplaySource(str(flights_dir), "time_hour", rate=1000, columns=columns)
+
+
 def test_the_reader_releases_no_more_than_the_rate_allows(spark, flights_dir) -> None:
     source = ReplaySource(str(flights_dir), "time_hour", rate=20_000, stripes=4)
     enumerator = source.create_enumerator("time_hour")
@@ -72,7 +98,12 @@ def test_flight_delays_over_a_replay_equals_pandas(spark, flights_dir, tmp_path)
     (
         env.from_source(
             ReplaySource(
-                str(flights_dir), "time_hour", rate=rate, stripes=4, max_disorder_ms=3_600_000
+                str(flights_dir),
+                "time_hour",
+                rate=rate,
+                stripes=4,
+                max_disorder_ms=3_600_000,
+                columns=("carrier", "time_hour", "dep_delay"),
             ),
             event_time="time_hour",
             max_out_of_orderness="6 h",
