@@ -20,6 +20,7 @@ from millrace.runtime.checkpoint.checkpoint_coordinator import (
 )
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.io.input_split import InputSplit, SplitState
 from millrace.runtime.jobgraph import JobGraph, JobVertex
 from millrace.types import ExecutionAttemptId, JobVertexId
 
@@ -43,6 +44,7 @@ class Job:
         self.running = True
         self.triggered: list[tuple[str, int]] = []
         self.completed: list[CheckpointMetadata] = []
+        self.unassigned: tuple[SplitState, ...] = ()  # the SourceCoordinator's held splits
         source = JobVertex("source", 2, "m:S", (), True, "src")
         window = JobVertex("window", 1, "m:W", (), False, "win")
         self.graph = JobGraph("job", [source, window], [], 128, "job-1")
@@ -111,6 +113,9 @@ class Job:
     def restored_finished_splits(self, vertex_id: JobVertexId) -> tuple[str, ...]:
         return ("restored-split",) if vertex_id == "src" else ()
 
+    def unassigned_splits(self, vertex_id: JobVertexId) -> tuple[SplitState, ...]:
+        return self.unassigned if vertex_id == "src" else ()
+
     def ack_all(self, checkpoint_id: int) -> None:
         for attempt in ("s0", "s1", "w0"):
             self.coordinator.acknowledge(
@@ -144,6 +149,16 @@ def test_all_acknowledgements_complete_a_checkpoint_with_durable_metadata(job, t
     assert metadata.vertex("win").subtasks[0].watermark_ms == 1
     assert metadata.vertex("src").finished_splits == ("restored-split",)
     assert job.coordinator.latest == metadata
+
+
+def test_restored_splits_not_yet_handed_out_are_taken_at_the_trigger(job) -> None:
+    held = (SplitState(InputSplit(1, "topic/1"), 80_000),)
+    job.unassigned = held
+    done = job.coordinator.trigger()
+    job.unassigned = ()  # handed out after the trigger; the subtask snapshotted before asking
+    job.ack_all(1)
+    assert done.result(0).vertex("src").unassigned_splits == held
+    assert done.result(0).vertex("win").unassigned_splits == ()
 
 
 def test_only_the_newest_checkpoints_are_retained(tmp_path) -> None:

@@ -60,6 +60,11 @@ def checkpoint(location: str = "") -> CheckpointMetadata:
             1: TaskStateSnapshot(finished_splits=("b",), watermark_ms=80),
         },
         finished_splits=("old",),
+        unassigned_splits=(
+            SplitState(InputSplit(3, "topic/3"), 7),  # no subtask named it: restored at 7
+            SplitState(split, 5),  # subtask 0 snapshotted it later, at 42: the task wins
+            SplitState(InputSplit(4, "a"), 9),  # finished by subtask 0 meanwhile
+        ),
     )
     window = VertexState(
         "win",
@@ -85,7 +90,10 @@ def test_same_parallelism_restores_each_subtask_its_own_state() -> None:
         assert restored.watermark_ms == 70 + i
     source = assignment.sources["src"]
     assert source.finished == {"a", "b", "old"}
-    assert [(s.split.split_id, s.position) for s in source.open] == [("topic/0", 42)]
+    assert [(s.split.split_id, s.position) for s in source.open] == [
+        ("topic/0", 42),
+        ("topic/3", 7),
+    ]
 
 
 def test_rescaling_hands_every_new_subtask_the_files_of_its_key_groups() -> None:
@@ -117,6 +125,7 @@ def test_metadata_round_trips_through_storage_as_readable_json(tmp_path) -> None
     assert data["checkpoint_id"] == 5 and data["vertices"][1]["name"] == "window"
     read = storage.read(directory)
     assert read == written
+    assert read.vertex("src").unassigned_splits[0] == SplitState(InputSplit(3, "topic/3"), 7)
     assert read.sink_pending() == {("win", 1): ["/out/.pending/job-1/p0", "/out/.pending/job-1/p1"]}
     storage.discard(read)
     assert not (tmp_path / "chk" / "job-1" / "chk-5").exists()

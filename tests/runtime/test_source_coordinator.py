@@ -33,6 +33,17 @@ def test_open_splits_come_back_with_their_checkpointed_positions_once() -> None:
     assert reply.split == restored and reply.position == 120  # the checkpoint wins
 
 
+def test_restored_splits_are_held_at_their_positions_until_handed_out() -> None:
+    first, second = partition_split("t", 0), partition_split("t", 1)
+    source = coordinator(open_=(SplitState(first, 120), SplitState(second, 7)))
+    source.add_discovered([first, second])
+    assert set(source.unassigned_restored()) == {SplitState(first, 120), SplitState(second, 7)}
+    source.next_split(0, 2)
+    assert source.unassigned_restored() == (SplitState(second, 7),)
+    source.next_split(1, 2)
+    assert source.unassigned_restored() == ()
+
+
 def test_a_split_never_checkpointed_starts_at_its_start_position_else_at_zero() -> None:
     source = coordinator()
     source.add_discovered([partition_split("t", 0, start_offset=42), partition_split("t", 1)])

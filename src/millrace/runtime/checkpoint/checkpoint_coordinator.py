@@ -34,6 +34,7 @@ from millrace.runtime.checkpoint.checkpoint_storage import (
     VertexState,
 )
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.io.input_split import SplitState
 from millrace.runtime.jobgraph import JobGraph
 from millrace.types import ExecutionAttemptId, JobVertexId
 
@@ -106,6 +107,11 @@ class CheckpointCoordinatorContext(Protocol):
         """Splits of a source vertex finished before the last restore (to carry over)."""
         ...
 
+    def unassigned_splits(self, vertex_id: JobVertexId) -> tuple[SplitState, ...]:
+        """Restored splits of a source vertex not yet handed to a subtask, at their restored
+        positions (empty for other vertices)."""
+        ...
+
 
 @dataclass(frozen=True)
 class CheckpointRecord:
@@ -140,6 +146,7 @@ class _PendingCheckpoint:
     is_savepoint: bool
     savepoint_target: str | None
     targets: dict[ExecutionAttemptId, CheckpointTarget]
+    unassigned: dict[JobVertexId, tuple[SplitState, ...]] = field(default_factory=dict)
     acks: dict[ExecutionAttemptId, TaskStateSnapshot] = field(default_factory=dict)
     future: Future[CheckpointMetadata] = field(default_factory=Future)
     finalizing: bool = False
@@ -274,6 +281,9 @@ class CheckpointCoordinator:
             is_savepoint,
             savepoint_target,
             {t.attempt_id: t for t in targets},
+            # the coordinators' share, taken now, before any barrier (Flink's coordinator
+            # checkpoint): restored splits not yet handed to their subtask
+            {v.vertex_id: self._context.unassigned_splits(v.vertex_id) for v in self._job.vertices},
         )
         self._pending[checkpoint_id] = pending
         self._history.append(
@@ -340,6 +350,7 @@ class CheckpointCoordinator:
                 v.name,
                 v.parallelism,
                 finished_splits=self._context.restored_finished_splits(v.vertex_id),
+                unassigned_splits=pending.unassigned.get(v.vertex_id, ()),
             )
             for v in self._job.vertices
         }

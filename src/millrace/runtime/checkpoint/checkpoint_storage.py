@@ -68,6 +68,10 @@ class VertexState:
         subtasks: Subtask index -> its snapshot.
         finished_splits: Source splits finished before the job last restored (carried over,
             so that every checkpoint names all finished splits).
+        unassigned_splits: Source splits restored at a position that the SourceCoordinator
+            still held, not yet handed to a subtask, when the checkpoint was triggered (Flink's
+            coordinator checkpoint): a subtask that snapshots before it asks for its splits
+            does not name them, and without this they would restart from their beginning.
     """
 
     vertex_id: str
@@ -75,6 +79,7 @@ class VertexState:
     parallelism: int
     subtasks: dict[int, TaskStateSnapshot] = field(default_factory=dict)
     finished_splits: tuple[str, ...] = ()
+    unassigned_splits: tuple[SplitState, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -258,6 +263,7 @@ def _to_json(metadata: CheckpointMetadata, relative_to: str | None) -> dict[str,
                 "name": v.name,
                 "parallelism": v.parallelism,
                 "finished_splits": list(v.finished_splits),
+                "unassigned_splits": [dataclasses.asdict(x) for x in v.unassigned_splits],
                 "subtasks": {
                     str(i): {
                         "watermark_ms": s.watermark_ms,
@@ -288,10 +294,7 @@ def _from_json(data: dict[str, Any], location: str) -> CheckpointMetadata:
                 keyed_state=tuple(
                     KeyedStateHandle(**{**h, "path": path(h["path"])}) for h in s["keyed_state"]
                 ),
-                split_states=tuple(
-                    SplitState(InputSplit(**x["split"]), x["position"], x["finished"])
-                    for x in s["split_states"]
-                ),
+                split_states=tuple(_split_state(x) for x in s["split_states"]),
                 finished_splits=tuple(s["finished_splits"]),
                 sink_pending={int(k): tuple(h) for k, h in s["sink_pending"].items()},
                 watermark_ms=s["watermark_ms"],
@@ -303,6 +306,7 @@ def _from_json(data: dict[str, Any], location: str) -> CheckpointMetadata:
                 v["parallelism"],
                 subtasks,
                 tuple(v.get("finished_splits", ())),
+                tuple(_split_state(x) for x in v.get("unassigned_splits", ())),
             )
         )
     return CheckpointMetadata(
@@ -316,3 +320,7 @@ def _from_json(data: dict[str, Any], location: str) -> CheckpointMetadata:
         vertices=vertices,
         location=location,
     )
+
+
+def _split_state(data: dict[str, Any]) -> SplitState:
+    return SplitState(InputSplit(**data["split"]), data["position"], data["finished"])

@@ -32,7 +32,9 @@ class RestoredSourceState:
 
     Attributes:
         finished: Ids of the splits read to the end before the checkpoint.
-        open: Splits begun and not finished, with their positions.
+        open: Splits begun and not finished, with their positions: those the subtasks
+            snapshotted, and those the checkpoint's SourceCoordinator still held (restored
+            earlier, not yet handed out) that no subtask named.
     """
 
     finished: frozenset[str] = frozenset()
@@ -84,9 +86,13 @@ def assign_state(metadata: CheckpointMetadata, job_graph: JobGraph) -> StateAssi
             finished = frozenset(state.finished_splits).union(
                 f for _, s in snapshots for f in s.finished_splits
             )
-            open_splits = tuple(
+            in_tasks = tuple(
                 x for _, s in snapshots for x in s.split_states if x.split.split_id not in finished
             )
+            # a subtask's snapshot is newer than the coordinator's share of the same checkpoint
+            named = finished.union(x.split.split_id for x in in_tasks)
+            held = tuple(x for x in state.unassigned_splits if x.split.split_id not in named)
+            open_splits = in_tasks + held
             assignment.sources[vertex.vertex_id] = RestoredSourceState(finished, open_splits)
         for index in range(vertex.parallelism):
             own = key_group_range(job_graph.max_parallelism, vertex.parallelism, index)

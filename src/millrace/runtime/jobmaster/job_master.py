@@ -55,7 +55,7 @@ from millrace.runtime.executiongraph import (
 )
 from millrace.runtime.failover import restart_strategy_from
 from millrace.runtime.heartbeat import HeartbeatManager
-from millrace.runtime.io.input_split import InputSplit, NextInputSplit
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.job_result import (
     JobDetails,
     JobResult,
@@ -508,6 +508,10 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     def restored_finished_splits(self, vertex_id: JobVertexId) -> tuple[str, ...]:
         restored = self._assignment.sources.get(vertex_id) if self._assignment else None
         return tuple(sorted(restored.finished)) if restored is not None else ()
+
+    def unassigned_splits(self, vertex_id: JobVertexId) -> tuple[SplitState, ...]:
+        source = self._sources.get(vertex_id)
+        return source.unassigned_restored() if source is not None else ()
 
     def acknowledge_checkpoint(
         self, attempt_id: ExecutionAttemptId, checkpoint_id: int, snapshot: TaskStateSnapshot

@@ -74,6 +74,15 @@ class SourceCoordinator:
         position = self._positions.pop(reply.split.split_id, reply.split.start_position or 0)
         return replace(reply, position=position)
 
+    def unassigned_restored(self) -> tuple[SplitState, ...]:
+        """The restored splits not yet handed out, at their restored positions: part of every
+        checkpoint triggered before they are (a subtask snapshotting before it asks for them
+        does not name them)."""
+        return tuple(
+            SplitState(self._restored_splits[split_id], position)
+            for split_id, position in self._positions.items()
+        )
+
     @property
     def splits_total(self) -> int:
         return self.enumerator.splits_total + len(self._finished)
