@@ -12,24 +12,30 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from millrace import DirectorySource, ParquetSink, StreamExecutionEnvironment, tumbling
+from millrace.api.data_stream import DataStream
 
 WAIT = 180.0
 
 
-def build_inbox_delays(env: StreamExecutionEnvironment, inbox: Path, out: Path) -> None:
-    """The flight-delays aggregation over a directory that monthly files arrive in."""
+def delays_per_day(flights: DataStream) -> DataStream:
+    """The flight-delays aggregation: departed flights per carrier and 1-day window, count and
+    average departure delay (``expected_flight_delays`` in pandas)."""
     from pyspark.sql import functions as F
 
-    (
-        env.from_source(
-            DirectorySource.parquet(str(inbox)), event_time="time_hour", max_out_of_orderness="1 h"
-        )
-        .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
+    return (
+        flights.transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
         .key_by("carrier")
         .window(tumbling("1 day"))
         .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-        .sink_to(ParquetSink(str(out)))
     )
+
+
+def build_inbox_delays(env: StreamExecutionEnvironment, inbox: Path, out: Path) -> None:
+    """The flight-delays aggregation over a directory that monthly files arrive in."""
+    flights = env.from_source(
+        DirectorySource.parquet(str(inbox)), event_time="time_hour", max_out_of_orderness="1 h"
+    )
+    delays_per_day(flights).sink_to(ParquetSink(str(out)))
 
 
 def arrive(flights_dir: Path, inbox: Path, month: int) -> None:

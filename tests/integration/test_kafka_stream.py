@@ -7,20 +7,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import functions as F
 
-from millrace import (
-    Configuration,
-    KafkaSource,
-    ParquetSink,
-    StreamExecutionEnvironment,
-    tumbling,
-)
+from millrace import Configuration, KafkaSource, ParquetSink, StreamExecutionEnvironment
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.minicluster import MiniCluster
@@ -32,26 +23,11 @@ from tests.integration.kafka_flights import (
     index_before,
     produce_range,
 )
+from tests.integration.streams import WAIT, assert_exactly, committed, delays_per_day, wait_for_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-WAIT = 180.0
 PARTITIONS = 4
-
-
-def committed(out: Path) -> pd.DataFrame:
-    files = sorted(out.glob("part-*.parquet"))
-    if not files:
-        return pd.DataFrame(columns=["carrier", "window_start"])
-    frame = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
-    return frame.sort_values(["carrier", "window_start"], ignore_index=True)
-
-
-def wait_for_rows(out: Path, rows: int) -> None:
-    deadline = time.monotonic() + WAIT
-    while len(committed(out)) < rows:
-        assert time.monotonic() < deadline, f"{len(committed(out))} of {rows} rows committed"
-        time.sleep(0.2)
 
 
 def records_in(dispatcher: DispatcherGateway, job_id: str) -> int:
@@ -79,18 +55,12 @@ def test_flights_arriving_in_a_topic_stream_through_windows_exactly_once(
         }
     )
     env = StreamExecutionEnvironment(conf, spark)
-    (
-        env.from_source(
-            KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA),
-            event_time="time_hour",
-            max_out_of_orderness="1 h",
-        )
-        .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
-        .key_by("carrier")
-        .window(tumbling("1 day"))
-        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-        .sink_to(ParquetSink(str(out)))
+    flights_stream = env.from_source(
+        KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA),
+        event_time="time_hour",
+        max_out_of_orderness="1 h",
     )
+    delays_per_day(flights_stream).sink_to(ParquetSink(str(out)))
     graph = env.get_job_graph("kafka-stream-delays")
     flights = read_flights(flights_dir)
     expected = expected_flight_delays(flights)
@@ -131,13 +101,7 @@ def test_flights_arriving_in_a_topic_stream_through_windows_exactly_once(
         assert details.status is JobStatus.RUNNING and details.restarts >= 1
         dispatcher.cancel_job(graph.job_id).result(30)
 
-    actual = committed(out)
-    wanted = fired_before(4)
-    assert len(actual) == len(wanted)  # no window twice, none missing
-    merged = actual.merge(wanted, on=["carrier", "window_start"], suffixes=("", "_expected"))
-    assert len(merged) == len(wanted)
-    assert (merged["flights"] == merged["flights_expected"]).all()
-    assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
+    assert_exactly(committed(out), fired_before(4))  # no window twice, none missing
 
 
 def test_latest_starting_offsets_skip_what_the_topic_held_when_the_job_started(
@@ -158,18 +122,12 @@ def test_latest_starting_offsets_skip_what_the_topic_held_when_the_job_started(
         }
     )
     env = StreamExecutionEnvironment(conf, spark).enable_checkpointing(300)
-    (
-        env.from_source(
-            KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA, starting_offsets="latest"),
-            event_time="time_hour",
-            max_out_of_orderness="1 h",
-        )
-        .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
-        .key_by("carrier")
-        .window(tumbling("1 day"))
-        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-        .sink_to(ParquetSink(str(out)))
+    flights_stream = env.from_source(
+        KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA, starting_offsets="latest"),
+        event_time="time_hour",
+        max_out_of_orderness="1 h",
     )
+    delays_per_day(flights_stream).sink_to(ParquetSink(str(out)))
     graph = env.get_job_graph("kafka-latest")
     flights = read_flights(flights_dir)
     in_february = flights[
@@ -197,9 +155,4 @@ def test_latest_starting_offsets_skip_what_the_topic_held_when_the_job_started(
         dispatcher.cancel_job(graph.job_id).result(30)
 
     assert read == march - february  # January was never read
-    actual = committed(out)
-    assert len(actual) == len(wanted)
-    merged = actual.merge(wanted, on=["carrier", "window_start"], suffixes=("", "_expected"))
-    assert len(merged) == len(wanted)
-    assert (merged["flights"] == merged["flights_expected"]).all()
-    assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
+    assert_exactly(committed(out), wanted)
