@@ -57,6 +57,21 @@ def test_a_column_the_files_lack_names_it_and_the_columns_there(flights_dir) -> 
     source = ReplaySource(str(flights_dir), "time_hour", rate=1000, columns=("carrier", "gate"))
     with pytest.raises(ValueError, match=r"\['gate'\] are not in .*'dep_delay'"):
         source.stripe(0)
+    with pytest.raises(ValueError, match=r"\['gate'\]"):  # the JobMaster's discovery
+        source.create_enumerator("time_hour").discover()
+
+
+def test_discovered_splits_describe_their_stripes(flights_dir) -> None:
+    source = ReplaySource(
+        str(flights_dir), "time_hour", rate=1000, max_disorder_ms=3_600_000, columns=("carrier",)
+    )
+    for split in source.create_enumerator("time_hour").discover():
+        stripe = ReplaySource(
+            str(flights_dir), "time_hour", rate=1000, max_disorder_ms=3_600_000
+        ).stripe(split.split_number)
+        first = stripe.column("time_hour").cast(pa.timestamp("ms")).cast(pa.int64())
+        assert split.rows == split.end_position == stripe.num_rows
+        assert split.min_event_time_ms == min(first.to_pylist())
 
 
 @pytest.mark.parametrize("columns", [(), ("carrier", "carrier")])

@@ -93,29 +93,45 @@ class ReplaySource:
 
     def stripe(self, index: int) -> Any:
         """Stripe ``index`` as a ``pyarrow.Table`` in replay order (blocking I/O)."""
+        table, order = self.ordered(self.columns)
+        return table.take(order[index :: self.stripes])
+
+    def ordered(self, columns: tuple[str, ...] | None) -> tuple[Any, Any]:
+        """The files' ``columns`` (None: all) as one ``pyarrow.Table`` and the replay order
+        of its rows (a numpy array of row indices; stripe ``i`` is every ``stripes``-th row
+        of it from ``i``). Blocking I/O.
+
+        Raises:
+            ValueError: If a column (or ``order_by``) is not in the files.
+        """
         import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         urls = list_files(self.path)
         read = None
-        if self.columns is not None:
-            there = pq.read_schema(urls[0]).names if urls else []
-            missing = [c for c in (*self.columns, self.order_by) if c not in there]
-            if missing:
-                raise ValueError(
-                    f"ReplaySource columns {missing} are not in {urls[0]}; its columns: {there}"
-                )
-            read = list(dict.fromkeys((*self.columns, self.order_by)))
+        if columns is not None:
+            self.check_columns(columns, urls)
+            read = list(dict.fromkeys((*columns, self.order_by)))
         table = pa.concat_tables(pq.read_table(url, columns=read) for url in urls)
         times = table.column(self.order_by).cast(pa.timestamp("us")).cast(pa.int64()).to_numpy()
         if self.max_disorder_ms:  # each record released up to max_disorder_ms of event time late
             rng = np.random.default_rng(self.seed)
             times = times + rng.integers(0, self.max_disorder_ms * 1000 + 1, len(times))
         order = np.argsort(times, kind="stable")
-        if self.columns is not None:
-            table = table.select(list(self.columns))
-        return table.take(order[index :: self.stripes])
+        return (table if columns is None else table.select(list(columns))), order
+
+    def check_columns(self, columns: tuple[str, ...], urls: list[str]) -> None:
+        """Raise ValueError naming the ``columns`` (and ``order_by``) missing from the first of
+        ``urls`` and the columns it has (reads its footer)."""
+        import pyarrow.parquet as pq
+
+        there = pq.read_schema(urls[0]).names if urls else []
+        missing = [c for c in (*columns, self.order_by) if c not in there]
+        if missing:
+            raise ValueError(
+                f"ReplaySource columns {missing} are not in {urls[0]}; its columns: {there}"
+            )
 
 
 class _ReplayEnumerator(FileSplitEnumerator):
@@ -138,10 +154,14 @@ class _ReplayEnumerator(FileSplitEnumerator):
         if self._discovered:
             return []
         self._discovered = True
+        source = self._source
+        if source.columns is not None:  # fail the job at its start, not in every task attempt
+            source.check_columns(source.columns, list_files(source.path))
+        times, order = source.ordered((source.order_by,))  # one read of one column
         splits = []
-        for index in range(self._source.stripes):
-            stripe = self._source.stripe(index)
-            first = _first_ms(stripe.column(self._source.order_by)) if stripe.num_rows else None
+        for index in range(source.stripes):
+            stripe = times.take(order[index :: source.stripes])
+            first = _first_ms(stripe.column(source.order_by)) if stripe.num_rows else None
             splits.append(
                 InputSplit(
                     index,
