@@ -40,6 +40,8 @@ def flights_dir() -> Path:
     target = ROOT / "data" / "flights"
     if not (target / ".complete").exists():
         subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "export_flights.py"), str(target)], check=True
+            [sys.executable, str(ROOT / "scripts" / "export_flights.py"), str(target)],
+            check=True,
+            timeout=600,
         )
     return target

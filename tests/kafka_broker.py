@@ -6,7 +6,8 @@ its own temporary directory, and waits until it answers a metadata request. ``cl
 SIGTERM to its PID, then SIGKILL if it has not exited after a few seconds; a failed start is
 closed the same way, so no broker outlives a test. Fixtures: ``kafka_broker`` (one per test
 session; tests use topics of their own) and ``private_kafka_broker`` (one per test, for tests
-that stop it). Tests are skipped with the reason when the binary cannot be found.
+that stop it). A broker that cannot be found or started fails the test that needs it, with the
+reason (``tests.real_parts``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.real_parts import part_unavailable
+
 START_WAIT = 30.0
 STOP_WAIT = 5.0
 
 
 class KafkaUnavailable(Exception):
-    """The Tansu binary is not installed here (the tests are skipped)."""
+    """The Tansu binary is not installed here."""
 
 
 def tansu_binary() -> Path:
@@ -155,7 +158,7 @@ class TansuBroker:
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+            process.wait(STOP_WAIT)
 
     def close(self) -> None:
         """Stop the broker and delete its directory."""
@@ -189,8 +192,8 @@ def kafka_broker() -> Iterator[TansuBroker]:
     """A Tansu broker for the whole test session, stopped by PID at its end."""
     try:
         broker = start_broker()
-    except KafkaUnavailable as error:
-        pytest.skip(f"Kafka broker not available: {error}")
+    except (KafkaUnavailable, RuntimeError) as error:
+        part_unavailable("the Kafka broker (Tansu)", error)
     try:
         yield broker
     finally:
@@ -202,8 +205,8 @@ def private_kafka_broker() -> Iterator[TansuBroker]:
     """A broker of the test's own (it may stop it), closed in teardown."""
     try:
         broker = start_broker()
-    except KafkaUnavailable as error:
-        pytest.skip(f"Kafka broker not available: {error}")
+    except (KafkaUnavailable, RuntimeError) as error:
+        part_unavailable("the Kafka broker (Tansu)", error)
     try:
         yield broker
     finally:

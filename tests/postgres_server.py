@@ -6,8 +6,9 @@ free port of 127.0.0.1 with its socket in that directory, so it shares nothing w
 server on the machine. ``stop`` is ``pg_ctl stop -m immediate``, then SIGKILL by the PID in
 ``postmaster.pid`` if the postmaster outlived it. Fixtures: ``postgres_server`` (one per test
 session), ``postgres_conninfo`` (a fresh database per test) and ``private_postgres_server``
-(a server of the test's own, for tests that stop and restart it). Tests are skipped with the
-reason when PostgreSQL cannot be installed (``scripts/ensure_system_deps.sh``) or started.
+(a server of the test's own, for tests that stop and restart it). A server that cannot be
+installed (``scripts/ensure_system_deps.sh``) or started fails the test that needs it, with the
+reason (``tests.real_parts``).
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.real_parts import part_unavailable
+
 ROOT = Path(__file__).resolve().parents[1]
 START_WAIT = 60.0
 
 
 class PostgresUnavailable(Exception):
-    """PostgreSQL cannot be installed or started here (the tests are skipped)."""
+    """PostgreSQL cannot be installed or started here."""
 
 
 def postgres_bin_dir() -> Path:
@@ -48,6 +51,7 @@ def postgres_bin_dir() -> Path:
             ["bash", str(ROOT / "scripts" / "ensure_system_deps.sh")],
             capture_output=True,
             text=True,
+            timeout=900,
         )
         found = _bin_dirs()
         if not found:
@@ -180,7 +184,18 @@ class PostgresServer:
         command = [str(self.bin_dir / program), *args]
         if self._as_postgres:
             command = ["runuser", "-u", "postgres", "--", *command]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=self.directory)
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                cwd=self.directory,
+                timeout=START_WAIT + 30,
+            )
+        except subprocess.TimeoutExpired as expired:
+            raise PostgresUnavailable(
+                f"{what} did not finish within {expired.timeout:g} s"
+            ) from None
         if done.returncode != 0:
             log = self.log.read_text(errors="replace")[-1000:] if self.log.exists() else ""
             raise PostgresUnavailable(
@@ -219,9 +234,17 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-def _wait_gone(pid: int) -> None:
-    """Until ``pid`` is gone (a SIGKILLed postmaster is reaped by init, not by us)."""
+def _wait_gone(pid: int, timeout: float = 30.0) -> None:
+    """Until ``pid`` is gone (a SIGKILLed postmaster is reaped by init, not by us).
+
+    Raises:
+        AssertionError: If it still runs after ``timeout`` s.
+    """
+    deadline = time.monotonic() + timeout
     while _alive(pid):
+        assert time.monotonic() < deadline, (
+            f"postmaster {pid} still runs {timeout:g} s after SIGKILL"
+        )
         time.sleep(0.05)
 
 
@@ -231,7 +254,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     try:
         server = start_server()
     except PostgresUnavailable as error:
-        pytest.skip(f"PostgreSQL is not available: {error}")
+        part_unavailable("PostgreSQL", error)
     try:
         yield server
     finally:
@@ -250,7 +273,7 @@ def private_postgres_server() -> Iterator[PostgresServer]:
     try:
         server = start_server()
     except PostgresUnavailable as error:
-        pytest.skip(f"PostgreSQL is not available: {error}")
+        part_unavailable("PostgreSQL", error)
     try:
         yield server
     finally:

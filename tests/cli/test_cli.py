@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
-from tests.integration.helpers import ROOT, run_cli
+from tests.integration.helpers import (
+    ROOT,
+    assert_same_result,
+    expected_flight_delays,
+    read_flights,
+    read_output,
+    run_cli,
+)
 
 
 def test_bad_configuration_exits_2_naming_the_key(tmp_path) -> None:
@@ -46,11 +52,12 @@ def test_run_writes_the_output_prints_the_summary_and_exits_0(flights_dir, tmp_p
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "rows written: 5,430" in result.stdout
+    assert "rows written: 5,430" in result.stdout  # a second check of the number above
     assert "336,776" in result.stdout  # records in of the source vertex
     assert "wall time" in result.stdout and "Spark start" in result.stdout
-    rows = sum(pq.read_metadata(f).num_rows for f in out.glob("part-*.parquet"))
-    assert rows == 5_430
+    expected = expected_flight_delays(read_flights(flights_dir))
+    assert_same_result(read_output(out), expected)  # the oracle: pandas on the same files
+    assert f"rows written: {len(expected):,}" in result.stdout
     assert not result.leftover, "a process (Spark's JVM?) outlived millrace"
 
 

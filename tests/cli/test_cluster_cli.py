@@ -12,10 +12,16 @@ import time
 from pathlib import Path
 
 import httpx
-import pyarrow.parquet as pq
 import pytest
 
-from tests.integration.helpers import ROOT, run_cli
+from tests.integration.helpers import (
+    ROOT,
+    assert_same_result,
+    expected_flight_delays,
+    read_flights,
+    read_output,
+    run_cli,
+)
 from tests.integration.standalone_cluster import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -66,8 +72,10 @@ def test_cluster_start_run_list_cancel_stop(flights_dir, tmp_path) -> None:
             tmp_path,
         )
         assert ran.returncode == 0, ran.stdout + ran.stderr
-        assert "rows written: 5,430" in ran.stdout
-        assert sum(pq.read_metadata(f).num_rows for f in out.glob("part-*.parquet")) == 5_430
+        expected = expected_flight_delays(read_flights(flights_dir))
+        assert_same_result(read_output(out), expected)  # the oracle: pandas on the same files
+        assert f"rows written: {len(expected):,}" in ran.stdout
+        assert len(expected) == 5_430  # a second check
 
         # more subtasks than the cluster's 4 slots: the job waits until cancelled
         detached = run_cli(

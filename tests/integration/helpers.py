@@ -94,7 +94,11 @@ class CliResult:
 def live_group_members(pgid: int) -> str:
     """``ps`` lines of the live (not zombie) processes of process group ``pgid``."""
     table = subprocess.run(
-        ["ps", "-eo", "pid=,pgid=,stat=,args="], capture_output=True, text=True, check=True
+        ["ps", "-eo", "pid=,pgid=,stat=,args="],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
     ).stdout
     rows = [line.split(None, 3) for line in table.splitlines()]
     return "\n".join(
@@ -119,7 +123,7 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 600) -> CliResult:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
+        out, err = process.communicate(timeout=30)
     leftover = ""
     for _ in range(20):  # up to 2 s for children to notice their parent is gone
         leftover = live_group_members(process.pid)

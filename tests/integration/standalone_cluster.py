@@ -22,6 +22,7 @@ from millrace.cli.remote_cluster import RemoteCluster
 from millrace.config import Configuration
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles
 from tests.integration.helpers import ROOT
+from tests.waiting import wait_until
 
 WAIT = 120.0
 
@@ -150,16 +151,15 @@ class StandaloneCluster:
         return RemoteCluster(self.configuration, self.jobmanager).start()
 
     def wait_until(self, predicate, timeout: float = WAIT, what: str = "condition") -> float:  # type: ignore[no-untyped-def]
-        """Poll ``predicate`` every 50 ms; returns the seconds it took."""
-        started = time.monotonic()
-        while not predicate():
-            if time.monotonic() - started > timeout:
-                logs = "\n".join(
-                    f"--- {p.kind} {p.pid}\n{p.output()[-2000:]}" for p in self.processes
-                )
-                raise AssertionError(f"{what} not reached within {timeout:.0f} s\n{logs}")
-            time.sleep(0.05)
-        return time.monotonic() - started
+        """Poll ``predicate`` every 50 ms; returns the seconds it took.
+
+        Raises:
+            AssertionError: After ``timeout`` s, with the end of every process's log.
+        """
+        return wait_until(predicate, what=what, timeout=timeout, seen=self._logs)
+
+    def _logs(self) -> str:
+        return "\n".join(f"--- {p.kind} {p.pid}\n{p.output()[-2000:]}" for p in self.processes)
 
     def close(self) -> None:
         """SIGKILL every process group (processes and their JVMs) and reap them."""
@@ -175,10 +175,16 @@ class StandaloneCluster:
 
 
 def _wait_group_gone(pgid: int, timeout: float = 10.0) -> None:
+    """SIGKILL process group ``pgid`` until it is gone.
+
+    Raises:
+        AssertionError: If members remain after ``timeout`` s.
+    """
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             return
+        assert time.monotonic() < deadline, f"process group {pgid} outlived SIGKILL"
         time.sleep(0.05)

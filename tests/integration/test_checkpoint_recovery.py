@@ -8,16 +8,14 @@ files, row by row.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from millrace import Configuration, StreamExecutionEnvironment
 from millrace.errors import JobSubmissionError
-from millrace.runtime.client.job_client import NO_TIMEOUT
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
     expected_flight_delays,
@@ -25,6 +23,7 @@ from tests.integration.helpers import (
     read_flights,
     read_output,
 )
+from tests.waiting import result_within, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -73,18 +72,16 @@ def test_task_manager_lost_after_a_checkpoint_restores_it_and_output_is_exact(
             except JobSubmissionError:  # not submitted yet
                 return 0, 0
 
-        deadline = time.monotonic() + WAIT
-        while (done := progress())[0] < 2 or done[1] < 5:
-            assert time.monotonic() < deadline and not waiting.done(), "no checkpoint completed"
-            time.sleep(0.05)
+        wait_until(
+            lambda: (progress()[0] >= 2 and progress()[1] >= 5) or waiting.done(),
+            what="2 completed checkpoints and 5 splits assigned",
+            seen=progress,
+            timeout=WAIT,
+        )
+        assert not waiting.done(), "the job ended before the TaskManager was lost"
         before = statistics()
-        rm = cluster.resource_manager
-        assert rm is not None
-        infos = rm.call_async(rm.request_task_manager_infos).result(30)
-        busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
-        victim = next(te for te in cluster.task_executors if te.resource_id == busy)
-        victim.close_async().result(30)
-        result = waiting.result(timeout=NO_TIMEOUT)
+        crash_task_executor(busy_task_executor(cluster))
+        result = result_within(waiting, WAIT, what="the job's result after the crash")
 
     assert isinstance(result, JobResultSuccess), result
     assert result.details.restarts >= 1
@@ -104,7 +101,7 @@ def test_frequent_checkpoints_leave_the_output_unchanged(spark, flights_dir, tmp
     load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
     graph = env.get_job_graph("flight-delays-checkpointed")
     with MiniCluster(conf, spark_session=spark) as cluster:
-        result = cluster.job_client.submit_job_wait(graph).result(timeout=NO_TIMEOUT)
+        result = result_within(cluster.job_client.submit_job_wait(graph), WAIT, what="the job")
     assert isinstance(result, JobResultSuccess) and result.details.restarts == 0
     assert result.details.checkpoints >= 3
     assert_same_result(

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from millrace import Configuration, StreamExecutionEnvironment
-from millrace.runtime.client.job_client import NO_TIMEOUT
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
     expected_flight_delays,
@@ -18,6 +18,7 @@ from tests.integration.helpers import (
     read_flights,
     read_output,
 )
+from tests.waiting import result_within, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -46,19 +47,17 @@ def test_task_manager_lost_mid_job_restarts_and_output_is_exact(
     with MiniCluster(conf, spark_session=spark) as cluster:
         waiting = cluster.job_client.submit_job_wait(graph)
         details = lambda: cluster.job_client.request_job_details(graph.job_id).result(30)  # noqa: E731
-        deadline = time.monotonic() + WAIT
-        while details().splits_assigned < 3:  # mid-job: some months read, most not
-            assert time.monotonic() < deadline and not waiting.done()
-            time.sleep(0.05)
-        rm = cluster.resource_manager
-        assert rm is not None
-        infos = rm.call_async(rm.request_task_manager_infos).result(30)
-        busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
-        victim = next(te for te in cluster.task_executors if te.resource_id == busy)
+        wait_until(  # mid-job: some months read, most not
+            lambda: details().splits_assigned >= 3 or waiting.done(),
+            what="3 splits assigned",
+            seen=details,
+        )
+        assert not waiting.done(), "the job ended before the TaskManager was lost"
+        victim = busy_task_executor(cluster)
         killed_at = time.monotonic()
-        victim.close_async().result(30)
-        result = waiting.result(timeout=NO_TIMEOUT)
-        print(f"killed {busy}; job ended {time.monotonic() - killed_at:.1f} s later")
+        crash_task_executor(victim)
+        result = result_within(waiting, WAIT, what="the job's result after the crash")
+        print(f"crashed {victim.resource_id}; job ended {time.monotonic() - killed_at:.1f} s later")
 
     assert isinstance(result, JobResultSuccess), result
     assert result.details.restarts >= 1

@@ -6,7 +6,6 @@ partitions to the checkpoint's offsets and the output is still exact.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -21,10 +20,10 @@ from millrace import (
 )
 from millrace.errors import CheckpointError, JobSubmissionError
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointStorage
-from millrace.runtime.client.job_client import NO_TIMEOUT
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
     expected_flight_delays,
@@ -33,6 +32,7 @@ from tests.integration.helpers import (
     read_output,
 )
 from tests.integration.kafka_flights import FLIGHTS_SCHEMA, produce_flights
+from tests.waiting import result_within, wait_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -152,17 +152,15 @@ def test_task_manager_lost_mid_job_rewinds_the_offsets_and_output_is_exact(
             except CheckpointError:  # subsumed and deleted meanwhile
                 return 0
 
-        deadline = time.monotonic() + WAIT
-        while (read := checkpointed_offsets()) < 30_000:
-            assert time.monotonic() < deadline and not waiting.done(), "no checkpoint mid-job"
-            time.sleep(0.05)
-        rm = cluster.resource_manager
-        assert rm is not None
-        infos = rm.call_async(rm.request_task_manager_infos).result(30)
-        busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
-        victim = next(te for te in cluster.task_executors if te.resource_id == busy)
-        victim.close_async().result(30)
-        result = waiting.result(timeout=NO_TIMEOUT)
+        read = wait_value(
+            checkpointed_offsets,
+            lambda offsets: offsets >= 30_000 or waiting.done(),
+            what="a checkpoint with 30,000 offsets read",
+            timeout=WAIT,
+        )
+        assert not waiting.done(), "the job ended before the TaskManager was lost"
+        crash_task_executor(busy_task_executor(cluster))
+        result = result_within(waiting, WAIT, what="the job's result after the crash")
 
     assert read < FLIGHTS, "the job had read everything before the TaskManager was lost"
     assert isinstance(result, JobResultSuccess), result

@@ -5,7 +5,6 @@ TaskManager lost mid-stream costs nothing (the partitions rewind to the checkpoi
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pandas as pd
@@ -15,6 +14,7 @@ from millrace import Configuration, KafkaSource, ParquetSink, StreamExecutionEnv
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.minicluster import MiniCluster
+from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import expected_flight_delays, read_flights
 from tests.integration.kafka_flights import (
     FLIGHTS_SCHEMA,
@@ -23,7 +23,8 @@ from tests.integration.kafka_flights import (
     index_before,
     produce_range,
 )
-from tests.integration.streams import WAIT, assert_exactly, committed, delays_per_day, wait_for_rows
+from tests.integration.streams import assert_exactly, committed, delays_per_day, wait_for_rows
+from tests.waiting import wait_until, wait_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -90,11 +91,7 @@ def test_flights_arriving_in_a_topic_stream_through_windows_exactly_once(
         arrive_until(3)  # January and February
         wait_for_rows(out, len(fired_before(3)))
 
-        rm = cluster.resource_manager
-        assert rm is not None
-        infos = rm.call_async(rm.request_task_manager_infos).result(30)
-        busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
-        next(te for te in cluster.task_executors if te.resource_id == busy).close_async().result(30)
+        crash_task_executor(busy_task_executor(cluster))
         arrive_until(4)  # March
         wait_for_rows(out, len(fired_before(4)))
         details = dispatcher.request_job_details(graph.job_id).result(30)
@@ -143,15 +140,20 @@ def test_latest_starting_offsets_skip_what_the_topic_held_when_the_job_started(
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)
-        deadline = time.monotonic() + WAIT
-        while dispatcher.request_job_details(graph.job_id).result(30).splits_assigned < PARTITIONS:
-            assert time.monotonic() < deadline, "partitions never assigned"
-            time.sleep(0.1)
+        wait_until(
+            lambda: (
+                dispatcher.request_job_details(graph.job_id).result(30).splits_assigned
+                >= PARTITIONS
+            ),
+            what=f"{PARTITIONS} partitions assigned",
+        )
         produce_range(bootstrap, topic, messages, february, march, PARTITIONS)
         wait_for_rows(out, len(wanted))
-        while (read := records_in(dispatcher, graph.job_id)) < march - february:
-            assert time.monotonic() < deadline, f"{read} records read"
-            time.sleep(0.2)  # counters are reported every second
+        read = wait_value(  # counters are reported about once a second: let them settle
+            lambda: records_in(dispatcher, graph.job_id),
+            lambda n: n >= march - february,
+            what=f"the sources' records-in to reach {march - february}",
+        )
         dispatcher.cancel_job(graph.job_id).result(30)
 
     assert read == march - february  # January was never read

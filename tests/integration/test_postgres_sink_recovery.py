@@ -9,8 +9,6 @@ covered. The table then holds exactly pandas' result: no duplicate, none missing
 
 from __future__ import annotations
 
-import time
-
 import pandas as pd
 import psycopg
 import pytest
@@ -19,10 +17,10 @@ from millrace import Configuration, ParquetSink, PostgresSink, StreamExecutionEn
 from millrace.api.windows import tumbling
 from millrace.connectors import FileSource
 from millrace.errors import JobSubmissionError
-from millrace.runtime.client.job_client import NO_TIMEOUT
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
     expected_flight_delays,
@@ -30,6 +28,7 @@ from tests.integration.helpers import (
     read_flights,
     read_output,
 )
+from tests.waiting import result_within, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -115,18 +114,17 @@ def test_task_manager_lost_mid_job_leaves_exactly_the_pandas_rows_in_postgres(
             except JobSubmissionError:  # not submitted yet
                 return 0, 0
 
-        deadline = time.monotonic() + WAIT
-        while (done := progress())[0] < 2 or done[1] < 5 or not committed_rows(postgres_conninfo):
-            assert time.monotonic() < deadline and not waiting.done(), "no commit with rows"
-            time.sleep(0.05)
+        def mid_job() -> bool:
+            done = progress()
+            return (done[0] >= 2 and done[1] >= 5 and committed_rows(postgres_conninfo) > 0) or (
+                waiting.done()
+            )
+
+        wait_until(mid_job, what="a commit with rows, 2 checkpoints", seen=progress, timeout=WAIT)
+        assert not waiting.done(), "the job ended before the TaskManager was lost"
         committed_before = committed_rows(postgres_conninfo)
-        rm = cluster.resource_manager
-        assert rm is not None
-        infos = rm.call_async(rm.request_task_manager_infos).result(30)
-        busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
-        victim = next(te for te in cluster.task_executors if te.resource_id == busy)
-        victim.close_async().result(30)
-        result = waiting.result(timeout=NO_TIMEOUT)
+        crash_task_executor(busy_task_executor(cluster))
+        result = result_within(waiting, WAIT, what="the job's result after the crash")
 
     assert isinstance(result, JobResultSuccess), result
     assert result.details.restarts >= 1
@@ -175,16 +173,18 @@ def test_a_database_outage_at_the_final_commit_is_retried_and_nothing_is_lost(
             except JobSubmissionError:  # not submitted yet
                 return 0
 
-        deadline = time.monotonic() + WAIT
-        while splits_assigned() == 0:  # prepared: the sinks are initialized
-            assert time.monotonic() < deadline and not waiting.done()
-            time.sleep(0.05)
+        wait_until(  # prepared: the sinks are initialized
+            lambda: splits_assigned() > 0 or waiting.done(), what="a split assigned", timeout=WAIT
+        )
         private_postgres_server.stop()
-        while "retrying the commit" not in caplog.text:
-            assert time.monotonic() < deadline and not waiting.done(), "no commit was retried"
-            time.sleep(0.05)
+        wait_until(
+            lambda: "retrying the commit" in caplog.text or waiting.done(),
+            what="a retried commit",
+            timeout=WAIT,
+        )
+        assert not waiting.done(), f"the job ended without a retried commit: {waiting.result(0)}"
         private_postgres_server.start()
-        result = waiting.result(timeout=NO_TIMEOUT)
+        result = result_within(waiting, WAIT, what="the job's result")
 
     assert isinstance(result, JobResultSuccess), result
     assert "cannot connect to PostgreSQL" in caplog.text

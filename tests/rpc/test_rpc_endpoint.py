@@ -285,7 +285,7 @@ def test_on_main_thread_runs_the_callback_on_the_main_thread(
     reply: Future[int] = Future()
     seen: Future[tuple[int, threading.Thread]] = Future()
     endpoint.on_main_thread(
-        reply, lambda done: seen.set_result((done.result(), threading.current_thread()))
+        reply, lambda done: seen.set_result((done.result(0), threading.current_thread()))
     )
     reply.set_result(3)
     assert seen.result(timeout=WAIT) == (3, endpoint.start_thread)

@@ -19,7 +19,7 @@ def test_shutdown_joins_the_threads_and_cancels_queued_work() -> None:
     release.set()
     assert shutdown_io_executor(executor, timeout=30)
     assert all(f.done() for f in running)
-    assert queued.cancelled() or queued.result() == "never"
+    assert queued.cancelled() or queued.result(30) == "never"
     assert io_threads() == []
 
 

@@ -19,6 +19,8 @@ from millrace.runtime.job_result import JobResultFailure, JobResultSuccess
 from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
 from millrace.runtime.minicluster import MiniCluster
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
+from tests.faults import busy_task_executor, crash_task_executor
+from tests.waiting import wait_until
 
 WAIT = 10.0
 HERE = __name__
@@ -91,19 +93,12 @@ def free_slots(cluster: MiniCluster) -> int:
     return sum(i.slots_free for i in rm.call_async(rm.request_task_manager_infos).result(WAIT))
 
 
-def wait_until(predicate) -> None:
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
-
-
 def test_successful_job_reports_accumulators_and_frees_its_slots(cluster) -> None:
     result = run(cluster, JobGraph("ok", [vertex("v", 3, "Succeeds")], []))
     assert isinstance(result, JobResultSuccess)
     assert result.accumulators["v"].records_in == 3
     assert result.details.vertices[0].states == {"FINISHED": 3}
-    wait_until(lambda: free_slots(cluster) == 4)
+    wait_until(lambda: free_slots(cluster) == 4, what="4 free slots", timeout=WAIT)
 
 
 def test_failure_racing_a_finishing_subtask_always_ends_the_job(cluster) -> None:
@@ -114,7 +109,7 @@ def test_failure_racing_a_finishing_subtask_always_ends_the_job(cluster) -> None
         assert isinstance(result, JobResultFailure)
         assert result.status is JobStatus.FAILED
         assert "boom" in result.root_cause
-    wait_until(lambda: free_slots(cluster) == 4)
+    wait_until(lambda: free_slots(cluster) == 4, what="4 free slots", timeout=WAIT)
 
 
 def test_cancel_ends_the_job_canceled(cluster) -> None:
@@ -127,7 +122,9 @@ def test_cancel_ends_the_job_canceled(cluster) -> None:
             .vertices[0]
             .states.get("RUNNING")
             == 2
-        )
+        ),
+        what="2 subtasks RUNNING",
+        timeout=WAIT,
     )
     cluster.job_client.cancel_job(graph.job_id).result(WAIT)
     result = waiting.result(WAIT)
@@ -141,7 +138,7 @@ def test_too_few_slots_fail_after_the_slot_request_timeout(cluster) -> None:
     assert isinstance(result, JobResultFailure)
     assert "could not obtain 5 slots" in result.root_cause
     assert "slot.request.timeout" in result.root_cause
-    wait_until(lambda: free_slots(cluster) == 4)
+    wait_until(lambda: free_slots(cluster) == 4, what="4 free slots", timeout=WAIT)
 
 
 def test_consumers_are_deployed_when_producers_emit(cluster) -> None:
@@ -159,7 +156,7 @@ def test_consumers_are_deployed_when_producers_emit(cluster) -> None:
         details = cluster.job_client.request_job_details(graph.job_id).result(WAIT)
         return details.vertices[i].states
 
-    wait_until(lambda: states(0).get("RUNNING") == 2)
+    wait_until(lambda: states(0).get("RUNNING") == 2, what="2 producers RUNNING", timeout=WAIT)
     time.sleep(0.2)
     assert states(1) == {"CREATED": 2}, "consumers must wait for their producers' first event"
     RELEASE.set()
@@ -179,7 +176,9 @@ def test_detached_submission_returns_the_job_id_at_once(cluster) -> None:
     wait_until(
         lambda: (
             cluster.job_client.request_job_details(job_id).result(WAIT).status is JobStatus.FINISHED
-        )
+        ),
+        what="the job FINISHED",
+        timeout=WAIT,
     )
 
 
@@ -240,15 +239,57 @@ def test_lost_task_manager_is_detected_and_the_job_runs_again_elsewhere(restarti
     def details():
         return restarting_cluster.job_client.request_job_details(graph.job_id).result(WAIT)
 
-    wait_until(lambda: details().vertices[0].states.get("RUNNING") == 2)
-    rm = restarting_cluster.resource_manager
-    assert rm is not None
-    infos = rm.call_async(rm.request_task_manager_infos).result(WAIT)
-    busy = next(i.resource_id for i in infos if i.slots_free < i.slots_total)
-    victim = next(te for te in restarting_cluster.task_executors if te.resource_id == busy)
-    victim.close_async().result(WAIT)  # its tasks stop; it answers no heartbeat any more
-    wait_until(lambda: details().restarts == 1 and details().vertices[0].states.get("RUNNING") == 2)
+    wait_until(
+        lambda: details().vertices[0].states.get("RUNNING") == 2,
+        what="2 subtasks RUNNING",
+        timeout=WAIT,
+    )
+    crash_task_executor(busy_task_executor(restarting_cluster))  # no goodbye: heartbeats tell
+    wait_until(
+        lambda: details().restarts == 1 and details().vertices[0].states.get("RUNNING") == 2,
+        what="the job restarted with 2 subtasks RUNNING",
+        seen=details,
+        timeout=WAIT,
+    )
     RELEASE.set()
     result = waiting.result(WAIT)
     assert isinstance(result, JobResultSuccess), result
     assert result.details.restarts == 1
+
+
+@pytest.fixture
+def quiet_cluster(tmp_path) -> Iterator[MiniCluster]:
+    """Heartbeats too rare to notice anything within a test: what changes, a message said."""
+    conf = Configuration(
+        {
+            "io.tmp.dirs": str(tmp_path),
+            "restart-strategy.type": "none",
+            "heartbeat.interval": "60 s",
+            "heartbeat.pause": "120 s",
+        }
+    )
+    with MiniCluster(conf, spark_session=object()) as mc:
+        yield mc
+
+
+def test_a_crashed_task_manager_says_no_goodbye(quiet_cluster) -> None:
+    """kill -9 (tests.faults): no task-state update, no deregistration, nothing released;
+    only heartbeats can tell."""
+    graph = JobGraph("goodbye", [vertex("v", 2, "WaitsForCancel")], [])
+    quiet_cluster.job_client.submit_job_detached(graph).result(WAIT)
+
+    def states() -> dict[str, int]:
+        details = quiet_cluster.job_client.request_job_details(graph.job_id).result(WAIT)
+        return details.vertices[0].states
+
+    wait_until(lambda: states().get("RUNNING") == 2, what="2 subtasks RUNNING", timeout=WAIT)
+    victim = busy_task_executor(quiet_cluster)
+    tasks = list(victim._tasks.values())
+    crash_task_executor(victim)
+    assert tasks and all(t.join(0) for t in tasks)  # its task threads are gone
+    time.sleep(0.5)  # ample for a message; far below the 60 s heartbeat interval
+    rm = quiet_cluster.resource_manager
+    assert rm is not None
+    infos = rm.call_async(rm.request_task_manager_infos).result(WAIT)
+    assert states() == {"RUNNING": 2}
+    assert victim.resource_id in {i.resource_id for i in infos}

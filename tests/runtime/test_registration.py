@@ -24,6 +24,7 @@ from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 from millrace.types import Address, AllocationId, ExecutionAttemptId, JobId, JobVertexId, ResourceId
+from tests import waiting
 
 WAIT = 10.0
 SPARK: Future[object] = Future()  # the TaskExecutors here never run a Spark task
@@ -92,12 +93,8 @@ def test_unreachable_task_manager_is_refused(rm) -> None:
     assert "cannot reach" in reply.reason
 
 
-def wait_until(predicate, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
+def wait_until(predicate, timeout: float = WAIT) -> None:  # type: ignore[no-untyped-def]
+    waiting.wait_until(predicate, what="the condition", timeout=timeout, interval=0.01)
 
 
 def test_task_executor_retries_until_the_resource_manager_exists(service) -> None:

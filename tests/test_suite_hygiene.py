@@ -1,0 +1,162 @@
+"""The suite's own rules, checked on its source so that the gaps they close cannot reopen.
+
+1. Every wait is bounded: no ``NO_TIMEOUT``, no ``.result()``, ``.exception()``, ``.join()``,
+   ``.wait()``, ``.get()``, ``.acquire()`` or ``.communicate()`` without a timeout, no
+   ``subprocess.run`` (or ``check_output``, ``check_call``, ``call``) without ``timeout=``.
+2. No silent skips: ``pytest.skip``, ``pytest.importorskip`` and the ``skip``/``skipif`` marks
+   appear only in ``tests/real_parts.py``, which fails unless ``MILLRACE_TEST_ALLOW_SKIP=1``.
+3. A failover test loses its TaskManager abruptly (``tests/faults.py``): no ``close_async()``
+   in an end-to-end test (``tests/integration``) or in a test named for a loss or a crash,
+   unless the test is named for a graceful shutdown.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+# Methods that block until something happens unless given a timeout (positional or keyword).
+_BLOCKING_METHODS = {"result", "exception", "join", "wait", "get", "acquire", "communicate"}
+# ``communicate(input)``: its first positional argument is not a timeout.
+_TIMEOUT_KEYWORD_ONLY = {"communicate"}
+_SUBPROCESS_CALLS = {"run", "check_output", "check_call", "call"}
+_SKIPS = {"skip", "importorskip", "skipif"}
+_SKIP_ALLOWED = {"real_parts.py"}
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str
+    line: int
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.rule}"
+
+
+def _has_timeout(call: ast.Call, name: str) -> bool:
+    if any(k.arg in ("timeout", None) for k in call.keywords):  # None: **kwargs passed on
+        return True
+    return bool(call.args) and name not in _TIMEOUT_KEYWORD_ONLY
+
+
+def check_source(source: str, path: str = "<test>") -> list[Violation]:
+    """The rule violations in one test module's source."""
+    found: list[Violation] = []
+    tree = ast.parse(source)
+    skip_allowed = Path(path).name in _SKIP_ALLOWED
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "NO_TIMEOUT":
+            found.append(Violation(path, node.lineno, "NO_TIMEOUT: every wait has a deadline"))
+        elif isinstance(node, ast.alias) and node.name == "NO_TIMEOUT":
+            found.append(Violation(path, 0, "imports NO_TIMEOUT"))
+        elif isinstance(node, ast.Attribute) and node.attr in _SKIPS and not skip_allowed:
+            base = node.value
+            if (isinstance(base, ast.Name) and base.id == "pytest") or (
+                isinstance(base, ast.Attribute) and base.attr == "mark"
+            ):
+                found.append(
+                    Violation(
+                        path,
+                        node.lineno,
+                        f"{node.attr}: a missing part fails the test (tests.real_parts)",
+                    )
+                )
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        name = node.func.attr
+        if name in _BLOCKING_METHODS and not _has_timeout(node, name):
+            found.append(Violation(path, node.lineno, f".{name}() without a timeout"))
+        elif (
+            name in _SUBPROCESS_CALLS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "subprocess"
+            and not any(k.arg == "timeout" for k in node.keywords)
+        ):
+            found.append(Violation(path, node.lineno, f"subprocess.{name} without timeout="))
+    return found
+
+
+def test_the_checker_finds_each_kind_of_unbounded_wait_and_skip() -> None:
+    bad = """
+import pytest, subprocess
+from millrace.runtime.client.job_client import NO_TIMEOUT
+f.result()
+f.result(timeout=NO_TIMEOUT)
+f.exception()
+thread.join()
+event.wait()
+queue.get()
+lock.acquire()
+process.communicate(b"x")
+subprocess.run(["ps"])
+pytest.skip("no postgres")
+pytest.importorskip("kazoo")
+@pytest.mark.skipif(True, reason="x")
+def test(): ...
+"""
+    rules = [v.rule for v in check_source(bad)]
+    assert len([r for r in rules if "without a timeout" in r]) == 7, rules
+    assert len([r for r in rules if "NO_TIMEOUT" in r]) == 2, rules  # the import, the use
+    assert len([r for r in rules if "subprocess.run" in r]) == 1, rules
+    assert len([r for r in rules if "tests.real_parts" in r]) == 3, rules
+
+
+def test_the_checker_accepts_bounded_waits() -> None:
+    good = """
+f.result(30)
+f.result(timeout=WAIT)
+f.exception(timeout=1)
+thread.join(5)
+event.wait(timeout=2)
+queue.get(timeout=1)
+mapping.get("key")
+", ".join(parts)
+process.communicate(timeout=60)
+subprocess.run(["ps"], timeout=10)
+"""
+    assert check_source(good) == []
+
+
+def _test_modules() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*.py") if p.name != Path(__file__).name)
+
+
+def test_no_test_waits_without_a_deadline_or_skips_silently() -> None:
+    violations = [v for path in _test_modules() for v in check_source(path.read_text(), str(path))]
+    assert not violations, "\n".join(str(v) for v in violations)
+
+
+_FAILOVER_WORDS = ("lost", "crash", "kill", "killed", "dies", "died", "failover")
+
+
+def test_failover_tests_lose_task_managers_abruptly() -> None:
+    """A test that claims to survive a lost TaskManager must not stop it gracefully."""
+    offenders = []
+    for path in _test_modules():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
+                continue
+            end_to_end = path.parent.name == "integration"
+            claims_loss = any(w in node.name for w in _FAILOVER_WORDS)
+            if "graceful" in node.name or not (end_to_end or claims_loss):
+                continue
+            for inner in ast.walk(node):
+                if (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr == "close_async"
+                ):
+                    offenders.append(f"{path}:{inner.lineno}: {node.name} uses close_async()")
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("rule", ["timeout", "timeout_method"])
+def test_pytest_timeout_is_configured(pytestconfig: pytest.Config, rule: str) -> None:
+    assert pytestconfig.getini(rule), f"pyproject.toml sets no pytest-timeout {rule}"
