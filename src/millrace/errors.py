@@ -11,6 +11,7 @@ in ``millrace.spark`` alone.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointDeclinedError",
     "CheckpointError",
     "ConfigError",
     "EndpointStoppedError",
@@ -133,6 +134,23 @@ class HeartbeatTimeoutError(MillraceError):
 
 class CheckpointError(MillraceError):
     """A checkpoint could not be taken, completed or restored."""
+
+
+class CheckpointDeclinedError(CheckpointError):
+    """A task cannot take a checkpoint: writing its state or a sink's pre-commit failed.
+
+    The task declines the checkpoint (Flink's DeclineCheckpoint) and runs on; the coordinator
+    aborts the checkpoint with ``reason`` in its history.
+
+    Attributes:
+        checkpoint_id: The declined checkpoint.
+        reason: Why, naming the sink or state and the underlying error.
+    """
+
+    def __init__(self, checkpoint_id: int, reason: str) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.reason = reason
+        super().__init__(f"checkpoint {checkpoint_id} declined: {reason}")
 
 
 class SlotAllocationError(MillraceError):

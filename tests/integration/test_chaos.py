@@ -204,6 +204,7 @@ def report(mode: str, seed: int, kills: list[Kill]) -> None:
         )
 
 
+@pytest.mark.timeout(600)  # about 2 minutes each here; a loaded machine takes longer
 @pytest.mark.parametrize("mode", ["EXACTLY_ONCE", "AT_LEAST_ONCE"])
 def test_three_task_managers_killed_mid_stream(
     spark, kafka_broker, flights_topic, expected, postgres_conninfo, tmp_path, mode

@@ -216,3 +216,82 @@ def test_a_savepoint_is_copied_and_its_checkpoint_still_commits(job, tmp_path) -
     savepoint = done.result(0)
     assert savepoint.is_savepoint and savepoint.location.startswith(str(tmp_path / "mine"))
     assert job.completed[0].checkpoint_id == 1 and not job.completed[0].is_savepoint
+
+
+def staged(*handles: str) -> TaskStateSnapshot:
+    """A window task's acknowledgement with sink data staged at chain position 1."""
+    return TaskStateSnapshot(sink_pending={1: handles})
+
+
+def committed_handles(metadata: CheckpointMetadata) -> list[str]:
+    return sorted(h for hs in metadata.sink_pending().values() for h in hs)
+
+
+def test_sink_data_of_a_declined_checkpoint_is_committed_with_the_next_one(job) -> None:
+    job.coordinator.start()
+    job.advance(1.0)
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("a", "b"))
+    job.coordinator.decline(ExecutionAttemptId("s0"), 1, "sink pre-commit failed")
+    assert job.completed == []
+    assert job.coordinator.carried_sink_handles() == 2
+    job.advance(1.0)
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 2, TaskStateSnapshot())
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 2, staged("c"))
+    assert [m.checkpoint_id for m in job.completed] == [2]
+    assert committed_handles(job.completed[0]) == ["a", "b", "c"]
+    assert job.coordinator.carried_sink_handles() == 0
+
+
+def test_a_late_acknowledgement_of_an_expired_checkpoint_hands_over_its_sink_data(
+    tmp_path,
+) -> None:
+    job = Job(tmp_path, timeout=0.5)
+    job.coordinator.start()
+    job.advance(1.0)
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 1, TaskStateSnapshot())
+    job.advance(0.6)  # expires: the window task is still busy with its pre-commit
+    assert job.coordinator.history()[-1].status == "FAILED"
+    assert "not complete within 0.5 s" in job.coordinator.history()[-1].failure
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("late"))
+    job.advance(0.4)
+    job.ack_all(2)
+    assert committed_handles(job.completed[-1]) == ["late"]
+
+
+def test_a_failover_drops_what_aborted_checkpoints_carried(job) -> None:
+    job.coordinator.start()
+    job.advance(1.0)
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("a"))
+    job.coordinator.decline(ExecutionAttemptId("s1"), 1, "no")
+    job.coordinator.stop("failover")  # the restore aborts every staged data it does not list
+    assert job.coordinator.carried_sink_handles() == 0
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("zombie"))
+    assert job.coordinator.carried_sink_handles() == 0
+    job.coordinator.start()
+    job.advance(1.0)
+    job.ack_all(2)
+    assert committed_handles(job.completed[-1]) == []
+
+
+def test_carried_sink_data_survives_a_metadata_write_that_fails(job, monkeypatch) -> None:
+    job.coordinator.start()
+    job.advance(1.0)
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("a"))
+    job.coordinator.decline(ExecutionAttemptId("s1"), 1, "no")
+    real_write = job.coordinator.storage.write
+
+    def broken(*args: Any) -> Any:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(job.coordinator.storage, "write", broken)
+    job.advance(1.0)
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 2, staged("b"))
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 2, TaskStateSnapshot())
+    assert job.completed == [] and job.coordinator.carried_sink_handles() == 2
+    monkeypatch.setattr(job.coordinator.storage, "write", real_write)
+    job.advance(1.0)
+    job.ack_all(3)
+    assert committed_handles(job.completed[-1]) == ["a", "b"]

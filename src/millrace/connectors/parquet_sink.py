@@ -19,6 +19,7 @@ from typing import Any
 
 from millrace.api.connector.sink import SinkWrite
 from millrace.connectors.file_formats import absolute_local_path
+from millrace.connectors.staged_files import make_durable
 from millrace.errors import CheckpointError
 
 __all__ = ["ParquetSink"]
@@ -94,6 +95,16 @@ class ParquetSink:
         staged = posixpath.join(directory, f"{name}.{attempt_id}")
         fs.mv(tmp, staged)
         return SinkWrite(table.num_rows, staged)
+
+    def pre_commit(self, job_id: str, checkpoint_id: int, pending: Sequence[str]) -> None:
+        """Task thread, at a barrier: make the staged files durable (``staged_files``).
+
+        Raises:
+            CheckpointError: If a staged file is missing.
+            OSError: If a file cannot be synced.
+        """
+        fs, _ = self._fs()
+        make_durable(fs, pending, self.describe())
 
     def commit(self, job_id: str, commit_id: int, pending: Sequence[str]) -> None:
         """JobMaster: move ``pending`` into place (idempotent), then touch ``_SUCCESS``.

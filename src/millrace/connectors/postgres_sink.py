@@ -44,6 +44,7 @@ from typing import Any
 from millrace.api.connector.sink import SinkWrite
 from millrace.connectors.file_formats import absolute_local_path
 from millrace.connectors.postgres_types import csv_chunks, postgres_type, unsupported_columns
+from millrace.connectors.staged_files import make_durable
 from millrace.errors import CheckpointError, PipelineError
 
 __all__ = ["PostgresSink"]
@@ -148,6 +149,16 @@ class PostgresSink:
         staged = posixpath.join(directory, f"{name}.{attempt_id}")
         fs.mv(tmp, staged)
         return SinkWrite(table.num_rows, staged)
+
+    def pre_commit(self, job_id: str, checkpoint_id: int, pending: Sequence[str]) -> None:
+        """Task thread, at a barrier: make the staged files durable (``staged_files``).
+
+        Raises:
+            CheckpointError: If a staged file is missing.
+            OSError: If a file cannot be synced.
+        """
+        fs, _ = self._job_dir(job_id)
+        make_durable(fs, pending, self.describe())
 
     # JobMaster side ----------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from millrace.api.operators import (
     WindowAssignOperator,
 )
 from millrace.config import ExecutionOptions
-from millrace.errors import PipelineError
+from millrace.errors import CheckpointDeclinedError, PipelineError
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
@@ -173,13 +173,23 @@ class SourceStreamTask(SparkStreamTask):
     # Checkpoints -------------------------------------------------------------------------------
 
     def _take_checkpoints(self) -> None:
-        """Snapshot for every trigger received, put its barrier out, acknowledge."""
+        """Snapshot for every trigger received, put its barrier out, acknowledge (or decline,
+        if a sink's pre-commit failed: the barrier still goes out, so that the tasks
+        downstream stay aligned)."""
         env = self.environment
         for checkpoint_id, timestamp_ms in env.take_checkpoint_triggers():
+            try:
+                sink_pending = self.pre_commit(checkpoint_id)
+            except CheckpointDeclinedError as declined:
+                if self.tdd.output_partition is not None:
+                    env.broadcast(CheckpointBarrier(checkpoint_id, timestamp_ms))
+                logger.warning("%s: %s", env.task_name, declined)
+                env.checkpoint_responder.decline_checkpoint(checkpoint_id, declined.reason)
+                continue
             snapshot = TaskStateSnapshot(
                 split_states=tuple(self._reader.snapshot()),
                 finished_splits=tuple(self._finished),
-                sink_pending=self.take_staged(),
+                sink_pending=sink_pending,
                 watermark_ms=self._tracker.emitted,
             )
             if self.tdd.output_partition is not None:

@@ -2,8 +2,10 @@
 
 Every Spark job of a task runs in the job group named by the attempt id, on the task's thread
 (PySpark pins Python threads to JVM threads), so cancelling the task cancels its Spark jobs.
-Sinks stage what they write; the staged handles since the last barrier are pre-committed with
-the next checkpoint (two-phase commit, ``millrace.api.connector.sink``).
+Sinks stage what they write; at the next barrier the sinks make what was staged since the last
+one durable and the task lists it in its acknowledgement (the pre-commit of two-phase commit,
+``millrace.api.connector.sink``). A pre-commit that fails declines the checkpoint and keeps
+the data staged for the next one.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from millrace.api.operators import SinkOperator, TransformOperator
 from millrace.config import ExecutionOptions, RpcOptions
-from millrace.errors import PipelineError
+from millrace.errors import CheckpointDeclinedError, PipelineError
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
 
 __all__ = ["SparkStreamTask"]
@@ -40,6 +42,7 @@ class SparkStreamTask(AbstractInvokable):
             (i, op) for i, op in enumerate(self.operators) if isinstance(op, SinkOperator)
         ]
         self._staged: dict[int, list[str]] = {i: [] for i, _ in self.sinks}
+        self._staging_sinks: dict[int, Any] = {i: op.sink for i, op in self.sinks}
         self.ask_timeout = environment.configuration.get(RpcOptions.ASK_TIMEOUT)
         self._clock_interval = environment.configuration.get(ExecutionOptions.CLOCK_REPORT_INTERVAL)
         self._clock_reported: tuple[int, float] | None = None  # (watermark, when)
@@ -97,13 +100,39 @@ class SparkStreamTask(AbstractInvokable):
         written = sink.write(
             table, self.tdd.job_id, self.tdd.subtask_index, sequence, self.tdd.attempt_id
         )
+        self._staging_sinks[position] = sink
         if written.pending is not None:
             self._staged.setdefault(position, []).append(written.pending)
 
-    def take_staged(self) -> dict[int, tuple[str, ...]]:
-        """The sink data staged since the last call (pre-commit at a barrier)."""
+    def _take_staged(self) -> dict[int, tuple[str, ...]]:
+        """The sink data staged since the last call, taken off the task's list."""
         staged = {i: tuple(handles) for i, handles in self._staged.items() if handles}
         self._staged = {i: [] for i in self._staged}
+        return staged
+
+    def pre_commit(self, checkpoint_id: int) -> dict[int, tuple[str, ...]]:
+        """At a barrier: the sink data staged since the last barrier, made durable by each
+        sink's ``pre_commit``, for the acknowledgement (chain position -> handles).
+
+        Raises:
+            CheckpointDeclinedError: If a sink's pre-commit failed; everything taken stays
+                staged, for the next checkpoint.
+        """
+        staged = self._take_staged()
+        for position, handles in staged.items():
+            sink = self._staging_sinks[position]
+            pre_commit = getattr(sink, "pre_commit", None)
+            if pre_commit is None:
+                continue
+            try:
+                pre_commit(self.tdd.job_id, checkpoint_id, handles)
+            except Exception as error:
+                for kept, kept_handles in staged.items():  # first in line for the next one
+                    self._staged[kept] = [*kept_handles, *self._staged.get(kept, [])]
+                raise CheckpointDeclinedError(
+                    checkpoint_id,
+                    f"pre-commit of {sink.describe()} failed: {type(error).__name__}: {error}",
+                ) from error
         return staged
 
     def report_clock(self, watermark_ms: int, *, force: bool = False) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
 from millrace.config import CheckpointingOptions, ExecutionOptions
-from millrace.errors import PipelineError
+from millrace.errors import CheckpointDeclinedError, PipelineError
 from millrace.runtime.checkpoint.checkpoint_storage import task_state_path
 from millrace.runtime.checkpoint.key_groups import key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
@@ -37,6 +37,7 @@ from millrace.runtime.io.partition_events import (
     DataBundle,
     PartitionEvent,
 )
+from millrace.runtime.taskexecutor.task_environment import TaskCancelledError
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import (
     KEY_GROUP,
@@ -219,9 +220,26 @@ class WindowStreamTask(SparkStreamTask):
         """
         env = self.environment
         started = time.perf_counter()
-        handles = self._snapshot_keyed_state(barrier.checkpoint_id)
+        try:
+            handles = self._snapshot_keyed_state(barrier.checkpoint_id)
+            sink_pending = self.pre_commit(barrier.checkpoint_id)
+        except TaskCancelledError:
+            raise
+        except Exception as error:  # the state cannot be written: decline, run on
+            reason = (
+                error.reason
+                if isinstance(error, CheckpointDeclinedError)
+                else f"writing keyed state failed: {type(error).__name__}: {error}"
+            )
+            if self.tdd.output_partition is not None:
+                env.broadcast(barrier)
+            logger.warning(
+                "%s: declining checkpoint %d: %s", env.task_name, barrier.checkpoint_id, reason
+            )
+            env.checkpoint_responder.decline_checkpoint(barrier.checkpoint_id, reason)
+            return
         snapshot = TaskStateSnapshot(
-            keyed_state=handles, sink_pending=self.take_staged(), watermark_ms=self._fired
+            keyed_state=handles, sink_pending=sink_pending, watermark_ms=self._fired
         )
         if self.tdd.output_partition is not None:
             env.broadcast(barrier)

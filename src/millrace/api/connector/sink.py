@@ -1,11 +1,14 @@
 """Sinks with two-phase commit (Flink's FLIP-143 sink with a global committer).
 
 Tasks write each fired result as *pending* data that nobody reads (a staged file), then
-pre-commit at a checkpoint barrier by listing what they wrote since the previous barrier in
-their acknowledgement. Once the checkpoint is complete (its metadata is durable), the JobMaster
-commits those pendings: the data becomes visible atomically, once. Commits are idempotent per
-``(job, commit_id)``, so a commit replayed after a failure or a restore is a no-op. Pending data
-that no completed checkpoint lists is aborted when the job restores.
+pre-commit at a checkpoint barrier: the sink makes what they wrote since the previous barrier
+durable (``pre_commit``), and the task lists it in its acknowledgement. A pre-commit that fails
+declines the checkpoint; the data stays staged and goes with the next one. Once the checkpoint
+is complete (its metadata is durable), the JobMaster commits those pendings, and those of the
+checkpoints aborted since the previous completed one: the data becomes visible atomically,
+once. Commits are idempotent per ``(job, commit_id)``, so a commit replayed after a failure or
+a restore is a no-op. Pending data that no completed checkpoint lists is aborted when the job
+restores.
 """
 
 from __future__ import annotations
@@ -60,6 +63,25 @@ class Sink(Protocol):
             sequence: The subtask's write number, unique per attempt.
             attempt_id: The writing Execution attempt (zombies of failed attempts are told
                 apart by it).
+        """
+        ...
+
+    def pre_commit(self, job_id: str, checkpoint_id: int, pending: Sequence[str]) -> None:
+        """Make ``pending`` durable before the checkpoint that lists it can complete (two-phase
+        commit's first phase; Flink's ``preCommit``/``closeForCommit``): e.g. fsync the
+        staged files. A sink without this method has nothing to do here.
+
+        Args:
+            job_id: The job.
+            checkpoint_id: The checkpoint at whose barrier the task pre-commits.
+            pending: Handles returned by ``write`` since the previous barrier (not empty).
+
+        Raises:
+            Exception: Anything: the task declines the checkpoint with the error as reason
+                and keeps ``pending`` staged for the next checkpoint.
+
+        Threading:
+            The task's thread, at the barrier (the checkpoint waits for it).
         """
         ...
 

@@ -11,6 +11,12 @@ handles. When every task has acknowledged, the coordinator writes the checkpoint
 checkpoints, and tells the JobMaster, which commits the sinks. A checkpoint that is declined or
 not complete within ``execution.checkpointing.timeout`` is aborted; the job goes on.
 
+An aborted checkpoint's sink data is not dropped: what its tasks pre-committed (in their
+acknowledgements, also those that arrive after the abort) is carried over to the next checkpoint
+that completes and committed with it, as Flink's two-phase commit sink commits every pending
+transaction up to the completed checkpoint. A failover discards what was carried: the restore
+aborts all staged data the restored checkpoint does not list, and the replay writes it again.
+
 Threading:
     JobMaster main thread only; storage I/O runs in the JobMaster's I/O executor and its
     outcome comes back through ``on_main_thread``.
@@ -23,7 +29,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from millrace.clock import Clock
@@ -49,6 +55,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _HISTORY = 10  # checkpoints shown by the statistics
+_ABORTED_REMEMBERED = 16  # aborted checkpoints whose late acknowledgements still carry sink data
+
+_SubtaskKey = tuple[JobVertexId, int]
+_SinkHandles = dict[int, list[str]]  # chain position of a sink -> staged data handles
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,7 @@ class _PendingCheckpoint:
     future: Future[CheckpointMetadata] = field(default_factory=Future)
     finalizing: bool = False
     timeout_handle: Any = None
+    carried: dict[_SubtaskKey, _SinkHandles] = field(default_factory=dict)
 
 
 class CheckpointCoordinator:
@@ -199,6 +210,9 @@ class CheckpointCoordinator:
         self._last_completion = float("-inf")
         self._history: deque[CheckpointRecord] = deque(maxlen=_HISTORY)
         self.counts = {"completed": 0, "failed": 0}
+        # sink data pre-committed with aborted checkpoints, for the next one that completes
+        self._carried: dict[_SubtaskKey, _SinkHandles] = {}
+        self._aborted: dict[int, dict[ExecutionAttemptId, CheckpointTarget]] = {}
 
     # Life cycle --------------------------------------------------------------------------------
 
@@ -220,6 +234,7 @@ class CheckpointCoordinator:
             pending = self._pending[checkpoint_id]
             if not pending.finalizing:
                 self._abort(pending, reason)
+        self._forget_carried()
 
     @property
     def finalizing(self) -> bool:
@@ -233,6 +248,7 @@ class CheckpointCoordinator:
         it, and it is the latest state until a newer checkpoint completes."""
         self._restored = metadata
         self._next_id = max(self._next_id, metadata.checkpoint_id + 1)
+        self._forget_carried()
 
     @property
     def latest(self) -> CheckpointMetadata | None:
@@ -323,8 +339,13 @@ class CheckpointCoordinator:
     def acknowledge(
         self, attempt_id: ExecutionAttemptId, checkpoint_id: int, snapshot: TaskStateSnapshot
     ) -> None:
-        """AcknowledgeCheckpoint of one task (late or unknown ones are ignored)."""
+        """AcknowledgeCheckpoint of one task. Unknown ones are ignored; a late one of an aborted
+        checkpoint only hands over its sink data, carried to the next complete checkpoint."""
         pending = self._pending.get(checkpoint_id)
+        aborted = self._aborted.get(checkpoint_id)
+        if pending is None and aborted is not None and attempt_id in aborted:
+            self._carry(aborted[attempt_id], snapshot)
+            return
         if pending is None or pending.finalizing or attempt_id not in pending.targets:
             logger.debug(
                 "ignoring acknowledgement of checkpoint %d by %s", checkpoint_id, attempt_id
@@ -357,6 +378,18 @@ class CheckpointCoordinator:
         for attempt_id, snapshot in pending.acks.items():
             target = pending.targets[attempt_id]
             vertices[target.vertex_id].subtasks[target.subtask_index] = snapshot
+        pending.carried, self._carried = self._carried, {}
+        for (vertex_id, subtask), handles in pending.carried.items():
+            taken = vertices[vertex_id].subtasks.get(subtask)
+            if taken is None:  # not a target now: keep it for a later checkpoint
+                self._carried[(vertex_id, subtask)] = handles
+                continue
+            merged = {p: list(h) for p, h in handles.items()}
+            for position, new in taken.sink_pending.items():
+                merged.setdefault(position, []).extend(new)
+            vertices[vertex_id].subtasks[subtask] = replace(
+                taken, sink_pending={p: tuple(h) for p, h in merged.items()}
+            )
         metadata = CheckpointMetadata(
             job_id=self._job.job_id,
             job_name=self._job.name,
@@ -412,6 +445,16 @@ class CheckpointCoordinator:
         self._pending.pop(pending.checkpoint_id, None)
         if pending.timeout_handle is not None:
             pending.timeout_handle.cancel()
+        for key, handles in pending.carried.items():  # its metadata was not written
+            self._carried.setdefault(key, {})
+            for position, staged in handles.items():
+                self._carried[key].setdefault(position, []).extend(staged)
+        pending.carried = {}
+        for attempt_id, snapshot in pending.acks.items():
+            self._carry(pending.targets[attempt_id], snapshot)
+        self._aborted[pending.checkpoint_id] = pending.targets
+        while len(self._aborted) > _ABORTED_REMEMBERED:
+            del self._aborted[min(self._aborted)]
         duration_ms = round((self._clock.monotonic() - pending.started) * 1000)
         self.counts["failed"] += 1
         self._record(pending, "FAILED", duration_ms, failure=reason)
@@ -428,6 +471,23 @@ class CheckpointCoordinator:
             pending.future.set_exception(
                 CheckpointError(f"{_kind(pending)} {pending.checkpoint_id} aborted: {reason}")
             )
+
+    def _carry(self, target: CheckpointTarget, snapshot: TaskStateSnapshot) -> None:
+        """Keep the sink data ``snapshot`` pre-committed for the next complete checkpoint."""
+        if not snapshot.sink_pending:
+            return
+        carried = self._carried.setdefault((target.vertex_id, target.subtask_index), {})
+        for position, handles in snapshot.sink_pending.items():
+            carried.setdefault(position, []).extend(handles)
+
+    def _forget_carried(self) -> None:
+        """A failover or restore: staged data no restored checkpoint lists is aborted."""
+        self._carried = {}
+        self._aborted = {}
+
+    def carried_sink_handles(self) -> int:
+        """Staged sink data handles waiting for the next complete checkpoint."""
+        return sum(len(h) for c in self._carried.values() for h in c.values())
 
     def _record(
         self,
