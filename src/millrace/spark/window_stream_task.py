@@ -171,9 +171,12 @@ class WindowStreamTask(SparkStreamTask):
         )
 
     def _compact(self) -> None:
+        """Merge the pending files into one (one Spark job): partial aggregates are merged
+        per key, window and key group; buffered records are copied as they are."""
         from pyspark.sql import functions as F
 
         op, env = self._op, self.environment
+        started = time.perf_counter()
         frame = self._pending_frame()
         if op.plan.decomposable:
             merged = frame.groupBy(*op.keys, WINDOW_START, KEY_GROUP).agg(*op.plan.merge_columns())
@@ -190,6 +193,13 @@ class WindowStreamTask(SparkStreamTask):
         self._sequence += 1
         for f in old:
             _remove(f.path)
+        logger.info(
+            "%s: compacted %d state files into %d rows in %.3f s",
+            env.task_name,
+            len(old),
+            table.num_rows,
+            time.perf_counter() - started,
+        )
 
     def _local_state_file(self, table: Any, name: str) -> DataBundle:
         """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a local state file."""
