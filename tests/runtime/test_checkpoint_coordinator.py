@@ -295,3 +295,70 @@ def test_carried_sink_data_survives_a_metadata_write_that_fails(job, monkeypatch
     job.advance(1.0)
     job.ack_all(3)
     assert committed_handles(job.completed[-1]) == ["a", "b"]
+
+
+def test_a_checkpoint_names_the_earlier_commits_not_confirmed_yet(job) -> None:
+    job.coordinator.start()
+    job.advance(1.0)
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 1, TaskStateSnapshot())
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("a"))
+    assert job.coordinator.unconfirmed_commits == [1]  # its commit has not run (or failed)
+    job.advance(1.0)
+    job.ack_all(2)  # nothing staged: 2 commits nothing of its own, but names 1
+    second = job.completed[-1]
+    assert [(c.checkpoint_id, committed_handles_of(c)) for c in second.commits()] == [(1, ["a"])]
+    job.coordinator.commit_confirmed(second)
+    assert job.coordinator.unconfirmed_commits == []
+    job.advance(1.0)
+    job.ack_all(3)
+    assert job.completed[-1].commits() == []
+
+
+def test_a_confirmed_commit_is_not_named_again(job) -> None:
+    job.coordinator.start()
+    job.advance(1.0)
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 1, TaskStateSnapshot())
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("a"))
+    job.coordinator.commit_confirmed(job.completed[-1])
+    job.advance(1.0)
+    job.ack_all(2)
+    assert job.completed[-1].earlier_commits == ()
+
+
+def test_a_restore_commits_what_was_unconfirmed_so_the_list_starts_empty(job) -> None:
+    job.coordinator.start()
+    job.advance(1.0)
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 1, TaskStateSnapshot())
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("a"))
+    job.coordinator.stop("failover")
+    job.coordinator.restore(job.completed[-1])
+    assert job.coordinator.unconfirmed_commits == []
+
+
+def committed_handles_of(commit: Any) -> list[str]:
+    return sorted(h for hs in commit.pending.values() for h in hs)
+
+
+def test_the_final_checkpoint_finishes_every_split_and_owes_the_last_staged_data(job) -> None:
+    job.coordinator.start()
+    job.advance(1.0)
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 1, TaskStateSnapshot())
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("a"))  # not confirmed
+    job.coordinator.stop("the job finished")
+    written = job.coordinator.complete_final(  # "a" is staged still: its commit did not run
+        {JobVertexId("src"): ("f1", "f2")}, {("win", 1): ("a", "last")}
+    )
+    final = written.result(timeout=0)
+    assert final.checkpoint_id == 2
+    assert final.vertex("src").finished_splits == ("f1", "f2")
+    assert all(not v.subtasks for v in final.vertices)  # no state: nothing to read again
+    assert [(c.checkpoint_id, committed_handles_of(c)) for c in final.commits()] == [
+        (1, ["a"]),
+        (2, ["last"]),
+    ]
+    assert job.coordinator.retained()[-1] == final  # kept if its commit fails for good
+    assert job.coordinator.storage.read(final.location) == final

@@ -12,6 +12,7 @@ from millrace.errors import CheckpointError
 from millrace.runtime.checkpoint.checkpoint_storage import (
     CheckpointMetadata,
     CheckpointStorage,
+    SinkCommit,
     VertexState,
 )
 from millrace.runtime.checkpoint.key_groups import key_group_range
@@ -79,7 +80,10 @@ def checkpoint(location: str = "") -> CheckpointMetadata:
             for i, r in enumerate(halves)
         },
     )
-    return CheckpointMetadata("job-1", "job", 5, 1000, 1100, False, 128, [source, window])
+    earlier = (SinkCommit("job-0", 3, {("win", 1): ("/out/.pending/job-0/p9",)}),)
+    return CheckpointMetadata(
+        "job-1", "job", 5, 1000, 1100, False, 128, [source, window], earlier_commits=earlier
+    )
 
 
 def test_same_parallelism_restores_each_subtask_its_own_state() -> None:
@@ -127,6 +131,8 @@ def test_metadata_round_trips_through_storage_as_readable_json(tmp_path) -> None
     assert read == written
     assert read.vertex("src").unassigned_splits[0] == SplitState(InputSplit(3, "topic/3"), 7)
     assert read.sink_pending() == {("win", 1): ["/out/.pending/job-1/p0", "/out/.pending/job-1/p1"]}
+    assert [(c.job_id, c.checkpoint_id) for c in read.commits()] == [("job-0", 3), ("job-1", 5)]
+    assert read.commits()[0].pending == {("win", 1): ("/out/.pending/job-0/p9",)}
     storage.discard(read)
     assert not (tmp_path / "chk" / "job-1" / "chk-5").exists()
 

@@ -113,6 +113,7 @@ class ParquetSink:
             CheckpointError: If a pending file is neither staged nor committed (lost).
         """
         fs, root = self._fs()
+        fs.makedirs(root, exist_ok=True)  # a resumed job did not initialize it
         for staged in pending:
             name = posixpath.basename(staged).rsplit(".", 1)[0]
             final = posixpath.join(root, name)

@@ -16,6 +16,9 @@ acknowledgements, also those that arrive after the abort) is carried over to the
 that completes and committed with it, as Flink's two-phase commit sink commits every pending
 transaction up to the completed checkpoint. A failover discards what was carried: the restore
 aborts all staged data the restored checkpoint does not list, and the replay writes it again.
+Likewise a completed checkpoint whose sink commit is not confirmed yet (it failed, or has not
+run) is named in the metadata of every later checkpoint (``earlier_commits``), so that a
+restore of a later one commits it first instead of dropping its data.
 
 Threading:
     JobMaster main thread only; storage I/O runs in the JobMaster's I/O executor and its
@@ -37,6 +40,7 @@ from millrace.errors import CheckpointError
 from millrace.runtime.checkpoint.checkpoint_storage import (
     CheckpointMetadata,
     CheckpointStorage,
+    SinkCommit,
     VertexState,
 )
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
@@ -213,6 +217,8 @@ class CheckpointCoordinator:
         # sink data pre-committed with aborted checkpoints, for the next one that completes
         self._carried: dict[_SubtaskKey, _SinkHandles] = {}
         self._aborted: dict[int, dict[ExecutionAttemptId, CheckpointTarget]] = {}
+        # completed checkpoints whose sink commit is not confirmed, by checkpoint id
+        self._unconfirmed: dict[int, SinkCommit] = {}
 
     # Life cycle --------------------------------------------------------------------------------
 
@@ -249,6 +255,8 @@ class CheckpointCoordinator:
         self._restored = metadata
         self._next_id = max(self._next_id, metadata.checkpoint_id + 1)
         self._forget_carried()
+        # the restore commits ``metadata`` with every commit it names, before tasks deploy
+        self._unconfirmed = {}
 
     @property
     def latest(self) -> CheckpointMetadata | None:
@@ -399,6 +407,7 @@ class CheckpointCoordinator:
             is_savepoint=False,
             max_parallelism=self._job.max_parallelism,
             vertices=list(vertices.values()),
+            earlier_commits=tuple(self._unconfirmed[i] for i in sorted(self._unconfirmed)),
         )
         directory = self.storage.checkpoint_directory(self._job.job_id, pending.checkpoint_id)
 
@@ -427,6 +436,8 @@ class CheckpointCoordinator:
         self.counts["completed"] += 1
         self._record(pending, "COMPLETED", duration_ms, shown.state_size_bytes, shown.location)
         self._completed.append(checkpoint)  # a savepoint's checkpoint serves failover too
+        for commit in checkpoint.commits():
+            self._unconfirmed.setdefault(commit.checkpoint_id, commit)
         while len(self._completed) > self.settings.num_retained:
             self._io.submit(self.storage.discard, self._completed.popleft())
         logger.info(
@@ -479,6 +490,82 @@ class CheckpointCoordinator:
         carried = self._carried.setdefault((target.vertex_id, target.subtask_index), {})
         for position, handles in snapshot.sink_pending.items():
             carried.setdefault(position, []).extend(handles)
+
+    def complete_final(
+        self,
+        finished_splits: dict[JobVertexId, tuple[str, ...]],
+        sink_pending: dict[tuple[str, int], tuple[str, ...]],
+    ) -> Future[CheckpointMetadata]:
+        """Write the final checkpoint of a finished bounded job (FLIP-147): every source split
+        finished, no keyed state, and the sink data the final attempts staged after the last
+        checkpoint as its commit. Restoring it commits what is owed and reads nothing again.
+
+        Args:
+            finished_splits: Source vertex id -> ids of all its splits.
+            sink_pending: (vertex id, sink position) -> staged handles not in a checkpoint.
+
+        Returns:
+            Future completed with the written metadata (retained like any checkpoint), or
+            failed with what writing raised.
+        """
+        checkpoint_id = self._next_id
+        self._next_id += 1
+        earlier = tuple(self._unconfirmed[i] for i in sorted(self._unconfirmed))
+        # staged data an unconfirmed checkpoint already owes is committed under its own id
+        owed = {h for c in earlier for hs in c.pending.values() for h in hs}
+        left = {k: tuple(h for h in hs if h not in owed) for k, hs in sink_pending.items()}
+        own = SinkCommit(self._job.job_id, checkpoint_id, {k: hs for k, hs in left.items() if hs})
+        now_ms = round(self._clock.time() * 1000)
+        metadata = CheckpointMetadata(
+            job_id=self._job.job_id,
+            job_name=self._job.name,
+            checkpoint_id=checkpoint_id,
+            timestamp_ms=now_ms,
+            completed_ms=now_ms,
+            is_savepoint=False,
+            max_parallelism=self._job.max_parallelism,
+            vertices=[
+                VertexState(
+                    v.vertex_id,
+                    v.name,
+                    v.parallelism,
+                    finished_splits=tuple(sorted(finished_splits.get(v.vertex_id, ()))),
+                )
+                for v in self._job.vertices
+            ],
+            earlier_commits=(*earlier, own),
+        )
+        directory = self.storage.checkpoint_directory(self._job.job_id, checkpoint_id)
+        written: Future[CheckpointMetadata] = Future()
+
+        def done(writing: Future[CheckpointMetadata]) -> None:
+            error = writing.exception()
+            if error is not None:
+                written.set_exception(error)
+                return
+            final = writing.result()
+            self._completed.append(final)
+            self.counts["completed"] += 1
+            for commit in final.commits():
+                self._unconfirmed.setdefault(commit.checkpoint_id, commit)
+            logger.info(
+                "job %s: final checkpoint %d at %s", self._job.name, checkpoint_id, directory
+            )
+            written.set_result(final)
+
+        self._on_main_thread(self._io.submit(self.storage.write, metadata, directory), done)
+        return written
+
+    def commit_confirmed(self, metadata: CheckpointMetadata) -> None:
+        """The sinks committed ``metadata`` (and the earlier commits it names): later
+        checkpoints need not name them any more."""
+        for commit in metadata.commits():
+            self._unconfirmed.pop(commit.checkpoint_id, None)
+
+    @property
+    def unconfirmed_commits(self) -> list[int]:
+        """Ids of completed checkpoints whose sink commit is not confirmed yet."""
+        return sorted(self._unconfirmed)
 
     def _forget_carried(self) -> None:
         """A failover or restore: staged data no restored checkpoint lists is aborted."""

@@ -9,8 +9,10 @@ Layout (any fsspec URL every process can reach; a local directory by default)::
 
 ``_metadata`` is JSON a person can read: the job, the checkpoint id and times, and per vertex
 and subtask the state handles (keyed-state files with key-group ranges, source split positions,
-staged sink data). A savepoint copies the keyed-state files next to its metadata and names them
-relative to it, so it can be moved and restored by another job, at another parallelism.
+staged sink data), and the sink commits of earlier checkpoints not known to be done when it
+completed (committed first, each under its own id, whenever this one is). A savepoint copies
+the keyed-state files next to its metadata and names them relative to it, so it can be moved
+and restored by another job, at another parallelism.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "METADATA_FILE",
     "CheckpointMetadata",
     "CheckpointStorage",
+    "SinkCommit",
     "VertexState",
     "task_state_path",
 ]
@@ -83,6 +86,21 @@ class VertexState:
 
 
 @dataclass(frozen=True)
+class SinkCommit:
+    """What committing one completed checkpoint makes visible.
+
+    Attributes:
+        job_id: The job that took the checkpoint (commits are idempotent per job, id).
+        checkpoint_id: The commit id.
+        pending: (vertex id, chain position of the sink) -> staged data handles.
+    """
+
+    job_id: str
+    checkpoint_id: int
+    pending: dict[tuple[str, int], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
 class CheckpointMetadata:
     """A completed checkpoint or savepoint, as written to ``_metadata``.
 
@@ -95,6 +113,10 @@ class CheckpointMetadata:
         max_parallelism: Key groups of the job.
         vertices: Per vertex, the subtasks' states.
         location: The directory holding ``_metadata`` (set when read or written).
+        earlier_commits: Sink commits of earlier checkpoints of the job that were not known
+            to be done when this one completed (a commit failed or had not run yet): Flink
+            keeps such committables in the next checkpoint's state. Committing this checkpoint
+            commits them first, so a restore of it never loses them.
     """
 
     job_id: str
@@ -106,6 +128,7 @@ class CheckpointMetadata:
     max_parallelism: int
     vertices: list[VertexState]
     location: str = ""
+    earlier_commits: tuple[SinkCommit, ...] = ()
 
     @property
     def state_size_bytes(self) -> int:
@@ -122,6 +145,16 @@ class CheckpointMetadata:
                 for operator, handles in snapshot.sink_pending.items():
                     pending.setdefault((vertex.vertex_id, operator), []).extend(handles)
         return pending
+
+    def commits(self) -> list[SinkCommit]:
+        """The sink commits to make for this checkpoint, in order: the earlier ones, then its
+        own (empty ones left out)."""
+        own = SinkCommit(
+            self.job_id,
+            self.checkpoint_id,
+            {key: tuple(handles) for key, handles in self.sink_pending().items()},
+        )
+        return [c for c in (*self.earlier_commits, own) if c.pending]
 
 
 class CheckpointStorage:
@@ -279,6 +312,14 @@ def _to_json(metadata: CheckpointMetadata, relative_to: str | None) -> dict[str,
             }
             for v in metadata.vertices
         ],
+        "earlier_commits": [
+            {
+                "job_id": c.job_id,
+                "checkpoint_id": c.checkpoint_id,
+                "pending": [[v, p, list(h)] for (v, p), h in sorted(c.pending.items())],
+            }
+            for c in metadata.earlier_commits
+        ],
     }
 
 
@@ -319,6 +360,14 @@ def _from_json(data: dict[str, Any], location: str) -> CheckpointMetadata:
         max_parallelism=data["max_parallelism"],
         vertices=vertices,
         location=location,
+        earlier_commits=tuple(
+            SinkCommit(
+                c["job_id"],
+                c["checkpoint_id"],
+                {(v, int(p)): tuple(h) for v, p, h in c["pending"]},
+            )
+            for c in data.get("earlier_commits", ())
+        ),
     )
 
 

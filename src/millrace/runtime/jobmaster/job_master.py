@@ -21,6 +21,7 @@ import shutil
 import time
 from concurrent.futures import Executor, Future
 from pathlib import Path
+from typing import Any
 
 from millrace.config import (
     CheckpointingOptions,
@@ -67,7 +68,7 @@ from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.jobmaster.clock_service import GlobalClockService, WatermarksInfo
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.runtime.jobmaster.job_preparation import PreparedJob, prepare_job
-from millrace.runtime.jobmaster.sink_committer import SinkCommitter
+from millrace.runtime.jobmaster.sink_committer import SinkCommitter, SinkKey
 from millrace.runtime.jobmaster.slot_pool import AllocatedSlot, SlotPool
 from millrace.runtime.jobmaster.task_deployment import task_deployment_descriptor
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
@@ -166,6 +167,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             self,
         )
         self._committer = SinkCommitter(job_graph.job_id)
+        self._final_checkpoint: CheckpointMetadata | None = None  # of a finished bounded job
         self._clocks = GlobalClockService()
 
     # Life cycle --------------------------------------------------------------------------------
@@ -497,7 +499,9 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         committing = self._committer.commit(metadata)
 
         def committed(f: Future[None]) -> None:
-            if f.exception() is not None:
+            if f.exception() is None:
+                self.checkpoints.commit_confirmed(metadata)
+            else:  # the restore commits it with the latest checkpoint, which names it
                 self._handle_failure(
                     f"committing checkpoint {metadata.checkpoint_id} failed: "
                     f"{_describe(f.exception())}"
@@ -727,17 +731,39 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             self._complete()
 
     def _commit_final(self) -> None:
-        """Commit what the final attempts staged since the last checkpoint (idempotent)."""
+        """Record what the final attempts staged since the last checkpoint as the final
+        checkpoint, then commit it (idempotent: a retry commits the same checkpoint)."""
         if self.result_future.done():
             return  # stopped meanwhile
+        if self._final_checkpoint is not None:
+            self.on_main_thread(self._committer.finish(self._final_checkpoint), self._committed)
+            return
         attempts: dict[str, set[str]] = {
             jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
             for jv in self.execution_graph.vertices
         }
-        finishing = self._committer.finish(attempts, self.checkpoints.next_checkpoint_id)
-        self.on_main_thread(finishing, self._committed)
+        self.on_main_thread(self._committer.final_pending(attempts), self._final_pending_listed)
 
-    def _committed(self, committing: Future[None]) -> None:
+    def _final_pending_listed(self, listing: Future[dict[SinkKey, tuple[str, ...]]]) -> None:
+        if self.result_future.done():
+            return
+        if listing.exception() is not None:
+            self._committed(listing)  # a failed commit: retried under the restart strategy
+            return
+        finished = {vertex_id: tuple(s.split_ids()) for vertex_id, s in self._sources.items()}
+        writing = self.checkpoints.complete_final(finished, listing.result())
+        self.on_main_thread(writing, self._final_checkpoint_written)
+
+    def _final_checkpoint_written(self, writing: Future[CheckpointMetadata]) -> None:
+        if self.result_future.done():
+            return
+        if writing.exception() is not None:
+            self._committed(writing)
+            return
+        self._final_checkpoint = writing.result()
+        self._commit_final()
+
+    def _committed(self, committing: Future[Any]) -> None:
         if self.result_future.done():
             return  # stopped meanwhile
         error = committing.exception()

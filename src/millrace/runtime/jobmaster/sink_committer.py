@@ -4,7 +4,9 @@ Commits run in checkpoint order on one thread of their own, never on the JobMast
 thread: a completed checkpoint's staged sink data is committed (idempotently: a replay is a
 no-op), a restore first commits the restored checkpoint again (its commit may not have finished
 before the failure) and then aborts every other staged data, and a bounded job's end commits
-what its finishing tasks staged after the last checkpoint.
+what its finishing tasks staged after the last checkpoint, recorded first as a final
+checkpoint (Flink's final checkpoint of a bounded job, FLIP-147), so that a job that fails in
+that commit can be resumed from it without writing anything twice.
 """
 
 from __future__ import annotations
@@ -53,14 +55,15 @@ class SinkCommitter:
         return self._executor.submit(self._commit, metadata)
 
     def _commit(self, metadata: CheckpointMetadata) -> None:
-        # under the job that took the checkpoint: a retained checkpoint of an earlier job is
-        # committed as that job would have, so a commit it did make is not made twice
-        for key, handles in metadata.sink_pending().items():
-            sink = self._sinks.get(key)
-            if sink is not None:
-                sink.commit(metadata.job_id, metadata.checkpoint_id, handles)
-        if metadata.sink_pending():
-            logger.info("job %s: committed checkpoint %d", self._job_id, metadata.checkpoint_id)
+        # Under the job that took the checkpoint: a retained checkpoint of an earlier job is
+        # committed as that job would have, so a commit it did make is not made twice. The
+        # earlier checkpoints' commits that it carries go first, each under its own id.
+        for commit in metadata.commits():
+            for key, handles in commit.pending.items():
+                sink = self._sinks.get(key)
+                if sink is not None:
+                    sink.commit(commit.job_id, commit.checkpoint_id, list(handles))
+            logger.info("job %s: committed checkpoint %d", commit.job_id, commit.checkpoint_id)
 
     def restore(self, metadata: CheckpointMetadata | None) -> Future[None]:
         """Commit ``metadata`` again (a no-op if done), then abort all other staged data."""
@@ -72,22 +75,41 @@ class SinkCommitter:
 
         return self._executor.submit(run)
 
-    def finish(self, attempts: Mapping[str, set[str]], commit_id: int) -> Future[None]:
-        """A bounded job finished: commit what its final attempts (vertex id -> attempt ids)
-        staged since the last checkpoint, under ``commit_id``; drop the rest."""
+    def final_pending(
+        self, attempts: Mapping[str, set[str]]
+    ) -> Future[dict[SinkKey, tuple[str, ...]]]:
+        """A bounded job finished: what its final attempts (vertex id -> attempt ids) staged
+        since the last checkpoint, per sink (for the final checkpoint)."""
+
+        def run() -> dict[SinkKey, tuple[str, ...]]:
+            return {
+                key: tuple(sink.pending(self._job_id, attempts.get(key[0], set())))
+                for key, sink in self._sinks.items()
+            }
+
+        return self._executor.submit(run)
+
+    def finish(self, final: CheckpointMetadata) -> Future[None]:
+        """Commit the final checkpoint (and the earlier commits it names), then drop every
+        other staged data of the job."""
 
         def run() -> None:
-            for (vertex_id, _), sink in self._sinks.items():
-                handles = sink.pending(self._job_id, attempts.get(vertex_id, set()))
-                sink.commit(self._job_id, commit_id, handles)
+            self._commit(final)
             self._abort()
 
         return self._executor.submit(run)
 
     def abort(self, keep: Iterable[CheckpointMetadata] = ()) -> Future[None]:
-        """Drop the job's staged data, except what the checkpoints ``keep`` list (retained
-        checkpoints of a failed or cancelled job, which a later run may restore and commit)."""
-        kept = {h for metadata in keep for hs in metadata.sink_pending().values() for h in hs}
+        """Drop the job's staged data, except what the checkpoints ``keep`` would commit
+        (retained checkpoints of a failed or cancelled job, which a later run may restore and
+        commit), earlier commits they name included."""
+        kept = {
+            h
+            for metadata in keep
+            for commit in metadata.commits()
+            for hs in commit.pending.values()
+            for h in hs
+        }
         return self._executor.submit(self._abort, kept)
 
     def _abort(self, keep: Collection[str] = frozenset()) -> None:

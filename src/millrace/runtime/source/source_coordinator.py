@@ -83,6 +83,10 @@ class SourceCoordinator:
             for split_id, position in self._positions.items()
         )
 
+    def split_ids(self) -> frozenset[str]:
+        """Ids of every split known: discovered, or finished before the restore."""
+        return frozenset(self._seen | self._finished)
+
     @property
     def splits_total(self) -> int:
         return self.enumerator.splits_total + len(self._finished)

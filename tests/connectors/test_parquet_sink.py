@@ -1,0 +1,122 @@
+"""ParquetSink's two-phase commit, on a local directory: staged files nobody reads, made durable
+at pre-commit, renamed into place once per commit (a replay is a no-op), aborted except what
+retained checkpoints keep; overwrite and append modes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from millrace.connectors.parquet_sink import ParquetSink
+from millrace.errors import CheckpointError
+
+JOB = "0123456789abcdef0123456789abcdef"
+ATTEMPT = "attempt-aaaaaaaa"
+OTHER = "attempt-bbbbbbbb"
+
+
+def delays(*rows: tuple[str, int]) -> pa.Table:
+    return pa.table({"carrier": [r[0] for r in rows], "flights": [r[1] for r in rows]})
+
+
+def visible(out: Path) -> list[tuple[str, int]]:
+    """Committed rows, sorted."""
+    rows = []
+    for f in sorted(out.glob("part-*.parquet")):
+        table = pq.read_table(f)
+        rows += list(zip(table["carrier"].to_pylist(), table["flights"].to_pylist(), strict=True))
+    return sorted(rows)
+
+
+def test_staged_rows_are_invisible_until_the_commit(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "out"))
+    sink.initialize_global(JOB)
+    written = sink.write(delays(("AA", 3), ("UA", 5)), JOB, 0, 0, ATTEMPT)
+    assert written.rows == 2 and written.pending is not None
+    assert visible(tmp_path / "out") == []
+    sink.pre_commit(JOB, 1, [written.pending])
+    sink.commit(JOB, 1, [written.pending])
+    assert visible(tmp_path / "out") == [("AA", 3), ("UA", 5)]
+    assert (tmp_path / "out" / "_SUCCESS").exists()
+    assert not list((tmp_path / "out" / ".pending" / JOB).glob("part-*"))
+
+
+def test_a_replayed_commit_changes_nothing(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "out"))
+    staged = sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending
+    assert staged is not None
+    sink.commit(JOB, 1, [staged])
+    files = sorted(p.name for p in (tmp_path / "out").glob("part-*"))
+    sink.commit(JOB, 1, [staged])  # after a failover, or named again by a later checkpoint
+    assert sorted(p.name for p in (tmp_path / "out").glob("part-*")) == files
+    assert visible(tmp_path / "out") == [("AA", 3)]
+
+
+def test_a_staged_file_lost_before_its_commit_fails_the_commit_naming_it(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "out"))
+    staged = sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending
+    assert staged is not None
+    Path(staged).unlink()
+    with pytest.raises(CheckpointError, match="is gone"):
+        sink.commit(JOB, 4, [staged])
+    with pytest.raises(CheckpointError, match="missing at pre-commit"):
+        sink.pre_commit(JOB, 4, [staged])
+
+
+def test_an_empty_table_stages_nothing(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "out"))
+    written = sink.write(delays(), JOB, 0, 0, ATTEMPT)
+    assert written.rows == 0 and written.pending is None
+
+
+def test_pending_lists_the_files_of_the_given_attempts_only(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "out"))
+    mine = [sink.write(delays(("AA", i)), JOB, 0, i, ATTEMPT).pending for i in range(2)]
+    sink.write(delays(("UA", 9)), JOB, 1, 0, OTHER)
+    assert sink.pending(JOB, {ATTEMPT}) == sorted(mine)
+    assert sink.pending("another-job", {ATTEMPT}) == []
+
+
+def test_abort_drops_everything_but_what_is_kept(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "out"))
+    kept = sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending
+    sink.write(delays(("UA", 2)), JOB, 0, 1, ATTEMPT)
+    assert kept is not None
+    sink.abort(JOB, keep=[kept])
+    assert sink.pending(JOB, {ATTEMPT}) == [kept]
+    sink.abort(JOB)
+    assert not (tmp_path / "out" / ".pending").exists()
+
+
+def test_overwrite_replaces_earlier_output_and_append_keeps_it(tmp_path) -> None:
+    out = tmp_path / "out"
+    first = ParquetSink(str(out))
+    first.commit(JOB, 1, [first.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending or ""])
+    later = "fedcba9876543210fedcba9876543210"
+    appending = ParquetSink(str(out), mode="append")
+    appending.initialize_global(later)
+    appending.commit(
+        later, 1, [appending.write(delays(("UA", 2)), later, 0, 0, OTHER).pending or ""]
+    )
+    assert visible(out) == [("AA", 1), ("UA", 2)]
+    ParquetSink(str(out)).initialize_global("a-third-job")
+    assert visible(out) == [] and not (out / "_SUCCESS").exists()
+
+
+def test_a_commit_creates_the_directory_that_a_resumed_job_never_initialized(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "side" / "late"), mode="append")
+    sink.commit(JOB, 7, [])  # nothing late in the final commit of a job resumed from a savepoint
+    assert (tmp_path / "side" / "late" / "_SUCCESS").exists()
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ParquetSink("/tmp/x", mode="upsert")
+
+
+def test_a_relative_path_is_made_absolute(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert ParquetSink("out").path == str(tmp_path / "out")
