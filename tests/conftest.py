@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from millrace.config import Configuration
 from tests.kafka_broker import kafka_broker, private_kafka_broker  # noqa: F401  (fixtures)
@@ -20,6 +21,15 @@ from tests.postgres_server import (  # noqa: F401  (fixtures)
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Property tests judge results, never time: no per-example deadline (a loaded machine is slow,
+# not wrong), and a fixture shared by the examples of one test is fine.
+settings.register_profile(
+    "millrace",
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.load_profile("millrace")
 
 
 @pytest.fixture(scope="session")
