@@ -1,17 +1,20 @@
 """Late records: out-of-order input whose window has already fired goes to the late side output
 with its reason and is counted in ``late-records``; a record behind the watermark whose window is
-still open is not late. Both sides of the boundary are tested to the millisecond: the last
-millisecond of the fired window is late, the first millisecond of the next one is not.
+still open is not late. Both boundaries are tested to the millisecond: a window fires when the
+watermark reaches its end - 1 ms (then its last millisecond is late), and the first
+millisecond of the next window is not late.
 
 The source is unbounded (a directory that files arrive in), so a file that arrives after the
 watermark passed its events is out of order, as on a real stream. The windows are one hour, the
-out-of-orderness 10 minutes, one subtask per vertex:
+out-of-orderness 10 minutes, one subtask per vertex; each file is one bundle, judged against
+the watermark before it:
 
-- ``early.parquet``: 00:10, 00:50, 01:30 -> watermark 01:19:59.999; window [00:00, 01:00) fires
-  with 2 flights.
-- ``straggler.parquet``: 00:40 and 00:59:59.999 (window [00:00, 01:00): fired, late),
-  01:00:00.000 and 01:05 (window [01:00, 02:00): open, not late although behind the watermark),
-  03:00 (moves the watermark past 02:00: window [01:00, 02:00) fires with 3 flights).
+- ``early``: 00:10, 00:50, 01:10 -> watermark 00:59:59.999, exactly the end - 1 of window
+  [00:00, 01:00), which fires with 2 flights;
+- ``straggler``: 00:40 and 00:59:59.999 (fired window: late), 01:00:00.000 (next window: on
+  time), 01:30 -> watermark 01:19:59.999;
+- ``latecomer``: 01:05 (behind the watermark, but its window is open: on time), 03:00 -> window
+  [01:00, 02:00) fires with 4 flights (01:10, 01:00:00.000, 01:30, 01:05).
 """
 
 from __future__ import annotations
@@ -39,9 +42,10 @@ from tests.waiting import wait_value
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 DAY = "2013-01-01"
-EARLY = ["00:10:00", "00:50:00", "01:30:00"]
+EARLY = ["00:10:00", "00:50:00", "01:10:00"]
 LATE = ["00:40:00", "00:59:59.999"]
-ON_TIME = ["01:00:00", "01:05:00", "03:00:00"]
+STRAGGLER = [*LATE, "01:00:00", "01:30:00"]
+LATECOMER = ["01:05:00", "03:00:00"]
 
 
 def flights_at(times: list[str], first_flight: int) -> pa.Table:
@@ -99,32 +103,34 @@ def test_records_of_a_fired_window_are_late_and_those_of_the_next_window_are_not
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)
         drop(inbox, "early.parquet", flights_at(EARLY, 1))
-        wait_for_rows(out, 1)  # window [00:00, 01:00) fired and committed
-        drop(inbox, "straggler.parquet", flights_at(LATE + ON_TIME, 10))
-        wait_for_rows(out, 2)  # window [01:00, 02:00)
+        wait_for_rows(out, 1)  # window [00:00, 01:00) fired (and committed) at its end - 1 ms
+        drop(inbox, "straggler.parquet", flights_at(STRAGGLER, 10))
         late_dir = side / "late-records" / "late"
-        late = wait_value(
+        wait_value(
             lambda: side_output(late_dir),
             lambda rows: len(rows) >= len(LATE),
             what="the late records committed to the side output",
         )
+        drop(inbox, "latecomer.parquet", flights_at(LATECOMER, 20))
+        wait_for_rows(out, 2)  # window [01:00, 02:00)
         metrics = wait_value(  # counters reach the JobMaster about once a second
             lambda: dispatcher.request_job_details(graph.job_id).result(30).vertices[0].metrics,
-            lambda m: m.records_in >= len(EARLY) + len(LATE) + len(ON_TIME),
-            what="the source's counters of both files",
+            lambda m: m.records_in >= len(EARLY) + len(STRAGGLER) + len(LATECOMER),
+            what="the source's counters of the three files",
         )
         dispatcher.cancel_job(graph.job_id).result(30)
 
     windows = committed(out)
+    late = side_output(side / "late-records" / "late")
     assert windows["window_start"].dt.strftime("%H:%M").tolist() == ["00:00", "01:00"]
-    assert windows["flights"].tolist() == [2, 3]  # 00:10 00:50 | 01:30 01:00:00.000 01:05
-    assert windows["last_flight"].tolist() == [2, 13]  # no late flight in the fired window
+    assert windows["flights"].tolist() == [2, 4]  # 00:10 00:50 | 01:10 01:00:00.000 01:30 01:05
+    assert windows["last_flight"].tolist() == [2, 20]  # no late flight in the fired window
     assert metrics.late_records == len(LATE)
     assert len(late) == len(LATE)
     records = sorted(json.loads(r)["flight"] for r in late["record"])
     assert records == [10, 11]  # 00:40 and 00:59:59.999
     window_end = pd.Timestamp(f"{DAY} 01:00", tz="UTC").value // 10**6
-    watermark = pd.Timestamp(f"{DAY} 01:30", tz="UTC").value // 10**6 - 10 * 60_000 - 1
+    watermark = window_end - 1  # 01:10 - 10 min - 1 ms: the fired window's last millisecond
     assert set(late["reason"]) == {
         f"late: window ending at {window_end} ms already fired at watermark {watermark} ms"
     }
