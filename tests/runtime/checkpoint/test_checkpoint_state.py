@@ -157,3 +157,14 @@ def test_savepoint_is_a_self_contained_copy_that_can_move(tmp_path) -> None:
 def test_reading_something_else_fails_clearly(tmp_path) -> None:
     with pytest.raises(CheckpointError, match="no checkpoint metadata"):
         CheckpointStorage(str(tmp_path), str(tmp_path)).read(str(tmp_path / "nothing"))
+
+
+def test_a_savepoint_that_cannot_be_written_fails_naming_the_directory(tmp_path) -> None:
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    written = storage.write(checkpoint(), storage.checkpoint_directory("job-1", 5))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(CheckpointError, match=r"cannot write savepoint .*a-file/below/savepoint-"):
+        storage.write_savepoint(written, str(blocker / "below"))
+    with pytest.raises(CheckpointError, match=r"cannot write .*a-file/chk-5"):
+        storage.write(checkpoint(), str(blocker / "chk-5"))

@@ -427,7 +427,8 @@ class CheckpointCoordinator:
         self._pending.pop(pending.checkpoint_id, None)
         if writing.exception() is not None:
             pending.finalizing = False
-            self._abort(pending, f"writing the metadata failed: {writing.exception()!r}")
+            error = writing.exception()
+            self._abort(pending, f"writing the metadata failed: {type(error).__name__}: {error}")
             return
         checkpoint, savepoint = writing.result()
         shown = savepoint or checkpoint

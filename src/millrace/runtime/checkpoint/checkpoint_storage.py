@@ -180,17 +180,24 @@ class CheckpointStorage:
 
         Returns:
             The metadata with its ``location``.
+
+        Raises:
+            CheckpointError: If the directory or the file cannot be written (the message names
+                the directory; the OSError is the cause).
         """
-        fs, root = _fs(directory)
-        fs.makedirs(root, exist_ok=True)
         located = dataclasses.replace(metadata, location=directory)
         text = json.dumps(
             _to_json(located, relative_to=directory if metadata.is_savepoint else None), indent=1
         )
-        tmp = posixpath.join(root, f".{METADATA_FILE}.{new_id()[:8]}")
-        with fs.open(tmp, "w") as f:
-            f.write(text)
-        fs.mv(tmp, posixpath.join(root, METADATA_FILE))
+        try:
+            fs, root = _fs(directory)
+            fs.makedirs(root, exist_ok=True)
+            tmp = posixpath.join(root, f".{METADATA_FILE}.{new_id()[:8]}")
+            with fs.open(tmp, "w") as f:
+                f.write(text)
+            fs.mv(tmp, posixpath.join(root, METADATA_FILE))
+        except OSError as error:
+            raise CheckpointError(f"cannot write {directory}: {_os_error(error)}") from error
         return located
 
     def write_savepoint(
@@ -201,11 +208,23 @@ class CheckpointStorage:
 
         Returns:
             The savepoint's metadata, located in its directory.
+
+        Raises:
+            CheckpointError: If the savepoint directory or a file in it cannot be written (the
+                message names the directory; the OSError is the cause).
         """
         base = (target or self.savepoints_dir).rstrip("/")
         directory = posixpath.join(
             base, f"savepoint-{metadata.job_id[:8]}-{metadata.checkpoint_id}-{new_id()[:6]}"
         )
+        try:
+            return self._write_savepoint(metadata, directory)
+        except OSError as error:
+            raise CheckpointError(
+                f"cannot write savepoint {directory}: {_os_error(error)}"
+            ) from error
+
+    def _write_savepoint(self, metadata: CheckpointMetadata, directory: str) -> CheckpointMetadata:
         fs, root = _fs(directory)
         fs.makedirs(root, exist_ok=True)
         vertices = []
@@ -258,6 +277,12 @@ class CheckpointStorage:
         fs, root = _fs(directory)
         if fs.exists(root):
             fs.rm(root, recursive=True)
+
+
+def _os_error(error: OSError) -> str:
+    """``strerror`` (and the file, if the error names one) of an OSError."""
+    text = error.strerror or str(error) or type(error).__name__
+    return f"{text}: {error.filename}" if error.filename else text
 
 
 def _fs(url: str) -> tuple[Any, str]:
