@@ -35,6 +35,7 @@ __all__ = [
     "SparkOptions",
     "TaskManagerOptions",
     "all_options",
+    "check_rpc_limits",
     "parse_duration",
     "parse_size",
 ]
@@ -197,6 +198,14 @@ def _option(key: str, kind: str, default: Any, description: str, **kw: Any) -> C
     return ConfigOption(key, kind, default, description, **kw)
 
 
+def _derived_handshake_timeout(conf: Configuration) -> float:
+    return min(5.0, conf.get(RpcOptions.LOOKUP_TIMEOUT))
+
+
+def _derived_write_queue_size(conf: Configuration) -> int:
+    return max(64 * 1024 * 1024, 2 * conf.get(RpcOptions.FRAMESIZE))
+
+
 class RpcOptions:
     """RPC keys (seed 000's akka.* keys under Flink's current names)."""
 
@@ -224,6 +233,72 @@ class RpcOptions:
         "message fails only its call, naming its size and this limit.",
         minimum=1024,
     )
+    HANDSHAKE_TIMEOUT = _option(
+        "rpc.handshake.timeout",
+        "duration",
+        _derived_handshake_timeout,
+        "Time a new connection has to prove the cluster secret (TLS included) before it is "
+        "dropped; at most rpc.lookup-timeout (default 5 s, or rpc.lookup-timeout if shorter).",
+        minimum=0.001,
+    )
+    MAX_PENDING_HANDSHAKES = _option(
+        "rpc.handshake.max-pending",
+        "int",
+        128,
+        "Connections not yet authenticated that a process holds at once; more are closed as "
+        "soon as they are accepted (logged).",
+        minimum=1,
+    )
+    MAX_PENDING_HANDSHAKES_PER_ADDRESS = _option(
+        "rpc.handshake.max-pending-per-address",
+        "int",
+        16,
+        "Connections not yet authenticated from one IP address held at once; more from that "
+        "address are closed as soon as they are accepted (logged).",
+        minimum=1,
+    )
+    IDLE_TIMEOUT = _option(
+        "rpc.idle-timeout",
+        "duration",
+        60.0,
+        "An authenticated connection from which nothing arrived for this long is closed "
+        "(logged). Each side sends a keepalive after a third of it without sending.",
+        minimum=0.01,
+    )
+    WRITE_QUEUE_MAX_SIZE = _option(
+        "rpc.write-queue.max-size",
+        "size",
+        _derived_write_queue_size,
+        "Bytes written to a connection that its peer has not yet taken, at most; a peer that "
+        "leaves more unread loses the connection (logged). Default: 64 mb or twice "
+        "rpc.framesize, whichever is larger; at least rpc.framesize.",
+        minimum=1024,
+    )
+
+
+def check_rpc_limits(conf: Configuration) -> None:
+    """The cross-key rules of the ``rpc.*`` limits.
+
+    Raises:
+        ConfigError: If ``rpc.handshake.timeout`` exceeds ``rpc.lookup-timeout`` or
+            ``rpc.write-queue.max-size`` is below ``rpc.framesize``.
+    """
+    lookup = conf.get(RpcOptions.LOOKUP_TIMEOUT)
+    handshake = conf.get(RpcOptions.HANDSHAKE_TIMEOUT)
+    if handshake > lookup:
+        raise ConfigError(
+            RpcOptions.HANDSHAKE_TIMEOUT.key,
+            conf.get_raw(RpcOptions.HANDSHAKE_TIMEOUT.key, handshake),
+            f"a duration <= rpc.lookup-timeout ({lookup:g} s)",
+        )
+    framesize = conf.get(RpcOptions.FRAMESIZE)
+    queue = conf.get(RpcOptions.WRITE_QUEUE_MAX_SIZE)
+    if queue < framesize:
+        raise ConfigError(
+            RpcOptions.WRITE_QUEUE_MAX_SIZE.key,
+            conf.get_raw(RpcOptions.WRITE_QUEUE_MAX_SIZE.key, queue),
+            f"a size >= rpc.framesize ({framesize} bytes)",
+        )
 
 
 def _derived_interval(conf: Configuration) -> float:
@@ -726,6 +801,7 @@ class Configuration:
             raise ConfigError(
                 RpcOptions.LOOKUP_TIMEOUT.key, raw, f"a duration <= rpc.ask-timeout ({ask:g} s)"
             )
+        check_rpc_limits(self)
 
     def to_dict(self) -> dict[str, object]:
         return dict(self._values)
