@@ -35,12 +35,23 @@ class RawPeer:
     Args:
         port: The service's port.
         source: Local address to connect from (any of 127.0.0.0/8).
+        timeout: Seconds any read waits.
+        receive_buffer_bytes: SO_RCVBUF to ask for before connecting (None: the default).
     """
 
-    def __init__(self, port: int, source: str = "127.0.0.1", timeout: float = WAIT) -> None:
-        self.sock = socket.create_connection(
-            ("127.0.0.1", port), timeout=timeout, source_address=(source, 0)
-        )
+    def __init__(
+        self,
+        port: int,
+        source: str = "127.0.0.1",
+        timeout: float = WAIT,
+        receive_buffer_bytes: int | None = None,
+    ) -> None:
+        self.sock = socket.socket()
+        self.sock.settimeout(timeout)
+        if receive_buffer_bytes is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+        self.sock.bind((source, 0))
+        self.sock.connect(("127.0.0.1", port))
         self.codec = control_message_codec()
         self.send_key: bytes | None = None
         self.receive_key: bytes | None = None

@@ -41,6 +41,8 @@ class StoreGateway(RpcGateway, Protocol):
 
     def record(self, value: bytes) -> None: ...
 
+    def fetch(self, size: int) -> Future[bytes]: ...
+
 
 class StoreEndpoint(RpcEndpoint, StoreGateway):
     def __init__(self, service) -> None:  # type: ignore[no-untyped-def]
@@ -56,6 +58,9 @@ class StoreEndpoint(RpcEndpoint, StoreGateway):
 
     def record(self, value: bytes) -> None:
         self.values.append(value)
+
+    def fetch(self, size: int) -> bytes:
+        return b"x" * size
 
 
 # The child ----------------------------------------------------------------------------------------

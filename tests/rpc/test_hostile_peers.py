@@ -20,6 +20,7 @@ from millrace.config import Configuration
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
 from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.control_messages import control_message_codec
+from tests.rpc.raw_peer import CALL, RawPeer
 from tests.rpc.service_process import (
     ServiceProcess,
     StoreGateway,
@@ -172,3 +173,25 @@ def test_a_frozen_authenticated_peer_is_dropped_after_the_idle_timeout(tmp_path,
         assert "rpc.idle-timeout=1.5 s" in service.log()
         time.sleep(4.5)  # 3 idle timeouts without a call on the honest client's connection
         assert idle.size().result(WAIT) == 0  # the same connection: kept alive
+
+
+def test_a_peer_that_does_not_read_loses_its_connection_at_the_write_queue_cap(
+    tmp_path, client
+) -> None:
+    settings = {"rpc.framesize": "256 kb", "rpc.write-queue.max-size": "1 mb"}
+    with service_process(tmp_path, SECRET, settings) as service:
+        gateway = store(client, service)
+        rss = service.rss_bytes()
+        with RawPeer(service.port, receive_buffer_bytes=4096) as peer:
+            peer.handshake(SECRET)
+            number = peer.lookup("store", ["fetch"])
+            for call_id in range(1, 301):  # 300 replies of 200 KB; this peer reads none
+                peer.send([CALL, call_id, number, "fetch", [200_000], {}, None])
+            wait_until(
+                lambda: "rpc.write-queue.max-size=1048576" in service.log(),
+                "the service to give up on the peer",
+                lambda: service.log()[-500:],
+            )
+            peer.closed_by_peer()  # what the kernel held, then the end (or a read timeout)
+        assert service.rss_bytes() - rss < 32 * 1024 * 1024  # not 60 MB of replies
+        assert gateway.size().result(WAIT) == 0  # everyone else is served
