@@ -806,6 +806,12 @@ class Configuration:
     def to_dict(self) -> dict[str, object]:
         return dict(self._values)
 
+    def without_security(self) -> dict[str, object]:
+        """The entries other processes may receive (a task deployment carries them): all but
+        ``security.*`` (the cluster secret, key and certificate paths stay in the process that
+        read them; a TaskManager reads its own)."""
+        return {k: v for k, v in self._values.items() if not k.startswith("security.")}
+
     def job_level(self) -> dict[str, object]:
         """The entries a job may set for itself: everything but the keys of processes
         (``io.tmp.dirs``, ``jobmanager.*``, ``taskmanager.*``, ``rest.*``, ``security.*``,
