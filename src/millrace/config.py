@@ -569,6 +569,14 @@ class CheckpointingOptions:
         _derived_savepoints_dir,
         "Default directory of savepoints (default <io.tmp.dirs>/savepoints).",
     )
+    SAVEPOINTS_ALLOWED_ROOTS = _option(
+        "state.savepoints.allowed-roots",
+        "str",
+        "",
+        "Comma-separated directories (or fsspec URLs) a savepoint asked for over REST or RPC "
+        "may be written under; empty: state.savepoints.dir only. A relative target is taken "
+        "under state.savepoints.dir; one outside every root is refused.",
+    )
 
 
 class SparkOptions:
@@ -645,6 +653,14 @@ class RestOptions:
         minimum=0,
         maximum=65535,
     )
+    ASYNC_STORE_DURATION = _option(
+        "rest.async.store-duration",
+        "duration",
+        300.0,
+        "How long the result of a finished asynchronous operation (a savepoint request) can "
+        "be read at its status path before it is forgotten (Flink's key).",
+        minimum=0.0,
+    )
 
 
 class SecurityOptions:
@@ -680,6 +696,16 @@ class SecurityOptions:
         "",
         "PEM CA certificates a peer's certificate must chain to.",
     )
+    SSL_REST_ENABLED = _option(
+        "security.ssl.rest.enabled",
+        "bool",
+        False,
+        "Serve the REST API over HTTPS (needs security.ssl.rest.certificate and .key).",
+    )
+    SSL_REST_CERTIFICATE = _option(
+        "security.ssl.rest.certificate", "str", "", "PEM certificate chain of the REST API."
+    )
+    SSL_REST_KEY = _option("security.ssl.rest.key", "str", "", "PEM private key of the REST API.")
 
 
 class PipelineOptions:
