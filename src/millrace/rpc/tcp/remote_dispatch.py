@@ -116,7 +116,7 @@ class RemoteDispatch:
         token: Any,
     ) -> None:
         """Enqueue the call in its endpoint's mailbox, or refuse it (see the module)."""
-        exported = connection.exported.get(number)
+        exported = connection.exported.get(number) if type(number) is int else None
         if exported is None or not isinstance(args, list) or not isinstance(kwargs, dict):
             self._refuse(
                 connection,
