@@ -2,8 +2,8 @@
 
 Written from the format documented in ``millrace.rpc.tcp.handshake`` and ``channel_mac`` (not
 by calling them), so tests that use it check the documented bytes: the handshake's fixed
-layout, HKDF-SHA256 channel keys, and ``length | payload | BLAKE2s-128 tag`` frames. Loopback
-only; the socket has a timeout on every read.
+layout, HKDF-SHA256 channel keys, and sealed records ``length | frames | BLAKE2s-128 tag``.
+Loopback only; the socket has a timeout on every read.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class RawPeer:
         self.send_seq = 0
         self.receive_seq = 0
         self.hello = b""
+        self.received: list[bytes] = []  # frames of a record not yet returned by receive()
 
     def close(self) -> None:
         self.sock.close()
@@ -128,10 +129,12 @@ class RawPeer:
         return mac.digest()
 
     def sealed(self, payload: bytes) -> bytes:
-        """``payload`` as the next frame of this side (with its MAC when the channel is bound)."""
+        """``payload`` as the next frame of this side: alone in a sealed record when the channel
+        is bound (``length | frame | tag``), a bare frame otherwise."""
         if self.send_key is None:
             return frame(payload)
-        sealed = frame(payload + self.tag(self.send_key, self.send_seq, payload))
+        body = frame(payload)
+        sealed = frame(body + self.tag(self.send_key, self.send_seq, body))
         self.send_seq += 1
         return sealed
 
@@ -140,13 +143,19 @@ class RawPeer:
         self.sock.sendall(self.sealed(self.codec.encode(message)))
 
     def receive(self) -> Any:
-        """The next message from the service, its MAC checked."""
-        payload = self.read_raw_frame()
-        if self.receive_key is not None:
-            payload, tag = payload[:-16], payload[-16:]
-            assert tag == self.tag(self.receive_key, self.receive_seq, payload), "bad MAC"
+        """The next message from the service, its record's MAC checked."""
+        if self.receive_key is None:
+            return self.codec.decode(self.read_raw_frame())
+        while not self.received:
+            record = self.read_raw_frame()
+            body, tag = record[:-16], record[-16:]
+            assert tag == self.tag(self.receive_key, self.receive_seq, body), "bad MAC"
             self.receive_seq += 1
-        return self.codec.decode(payload)
+            while body:
+                (length,) = HEADER.unpack(body[:4])
+                self.received.append(body[4 : 4 + length])
+                body = body[4 + length :]
+        return self.codec.decode(self.received.pop(0))
 
     def lookup(self, endpoint_id: str, methods: list[str]) -> int:
         """The endpoint number of ``endpoint_id`` (asserts the lookup succeeded)."""

@@ -5,6 +5,7 @@ FrameSizeError, FrameMacError); what is encoded decodes to itself."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 
 import msgpack
 import pytest
@@ -119,37 +120,60 @@ def test_random_streams_frame_or_fail_with_frame_size_error(chunks: list[bytes])
 
 
 KEYS = ChannelKeys(send=b"k" * 32, receive=b"k" * 32)  # one key both ways: a loop-back pair
+LIMIT = 1024
+
+
+def records(wire: bytes) -> list[bytes]:
+    return FrameDecoder(ChannelMac(KEYS, LIMIT).record_limit_bytes).feed(wire)
 
 
 @FUZZ
-@given(st.lists(st.binary(max_size=200), min_size=1, max_size=6), st.data())
-def test_channel_mac_accepts_its_frames_and_refuses_any_change(
+@given(st.lists(st.binary(max_size=400), min_size=1, max_size=12), st.data())
+def test_channel_mac_accepts_its_records_and_refuses_any_change(
     payloads: list[bytes], data: st.DataObject
 ) -> None:
-    sender, receiver = ChannelMac(KEYS), ChannelMac(KEYS)
-    wire = sender.seal([encode_frame(p, 1024) for p in payloads])
-    frames = FrameDecoder(1024 + 16).feed(wire)
-    assert [bytes(receiver.open(f)) for f in frames] == payloads
-    # One flipped bit anywhere in a sealed frame: refused.
-    victim = ChannelMac(KEYS)
-    victim_frames = FrameDecoder(1024 + 16).feed(ChannelMac(KEYS).seal([encode_frame(b"x", 64)]))
-    sealed = bytearray(victim_frames[0])
+    sender, receiver = ChannelMac(KEYS, LIMIT), ChannelMac(KEYS, LIMIT)
+    wire = sender.seal([encode_frame(p, LIMIT) for p in payloads])
+    opened = [bytes(p) for record in records(wire) for p in receiver.open(record)]
+    assert opened == payloads
+    # One flipped bit anywhere in a sealed record: refused.
+    sealed = bytearray(records(ChannelMac(KEYS, LIMIT).seal([encode_frame(b"x", LIMIT)]))[0])
     bit = data.draw(st.integers(min_value=0, max_value=len(sealed) * 8 - 1))
     sealed[bit // 8] ^= 1 << (bit % 8)
     with pytest.raises(FrameMacError):
-        victim.open(bytes(sealed))
+        ChannelMac(KEYS, LIMIT).open(bytes(sealed))
 
 
-def test_channel_mac_refuses_a_replayed_or_reordered_frame() -> None:
-    sender, receiver = ChannelMac(KEYS), ChannelMac(KEYS)
-    first, second = FrameDecoder(64).feed(
-        sender.seal([encode_frame(b"one", 32), encode_frame(b"two", 32)])
-    )
+def test_channel_mac_groups_a_burst_into_records_within_the_limit() -> None:
+    frames = [encode_frame(bytes([i]) * 300, LIMIT) for i in range(10)]  # 3,040 bytes
+    sealed = records(ChannelMac(KEYS, LIMIT).seal(frames))
+    assert len(sealed) == 4  # 3 frames of 304 bytes fit 1,028, the 10th goes alone
+    receiver = ChannelMac(KEYS, LIMIT)
+    assert [bytes(p) for r in sealed for p in receiver.open(r)] == [f[4:] for f in frames]
+    big = encode_frame(b"y" * LIMIT, LIMIT)  # a frame of the whole limit fits one record
+    assert [
+        bytes(p)
+        for p in ChannelMac(KEYS, LIMIT).open(records(ChannelMac(KEYS, LIMIT).seal([big]))[0])
+    ] == [big[4:]]
+
+
+def test_channel_mac_refuses_a_replayed_or_reordered_record() -> None:
+    sender, receiver = ChannelMac(KEYS, LIMIT), ChannelMac(KEYS, LIMIT)
+    first = records(sender.seal([encode_frame(b"one", 32)]))[0]
+    second = records(sender.seal([encode_frame(b"two", 32)]))[0]
     with pytest.raises(FrameMacError):
         receiver.open(second)  # out of order
-    assert bytes(receiver.open(first)) == b"one"
+    assert [bytes(p) for p in receiver.open(first)] == [b"one"]
     with pytest.raises(FrameMacError):
         receiver.open(first)  # replayed
+
+
+def test_an_authentic_record_with_a_cut_frame_is_refused() -> None:
+    body = encode_frame(b"abc", 32)[:-1]  # announces 3 bytes, carries 2
+    mac = hashlib.blake2s(key=KEYS.send, digest_size=16)
+    mac.update((0).to_bytes(8, "big") + body)
+    with pytest.raises(FrameMacError, match="does not fit"):
+        ChannelMac(KEYS, LIMIT).open(body + mac.digest())
 
 
 def test_decode_errors_are_millrace_errors() -> None:

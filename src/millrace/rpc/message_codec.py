@@ -117,16 +117,12 @@ class MessageCodec:
                 registered messages deeper than ``max_depth``, or a field does not match its
                 declared type. Nothing else: any input fails with CodecError alone.
         """
-        local = self._local
-        local.depth = 0
-        try:
+        try:  # the extension hook restores its depth counter whatever happens
             return msgpack.unpackb(data, ext_hook=self._ext_hook, raw=False, strict_map_key=False)
         except CodecError:
             raise
         except Exception as error:
             raise CodecError(f"malformed message: {type(error).__name__}: {error}") from error
-        finally:
-            local.depth = 0
 
     # msgpack hooks -----------------------------------------------------------------------------
 
@@ -195,7 +191,7 @@ class MessageCodec:
 
     def _ext_hook(self, code: int, data: bytes) -> Any:
         local = self._local
-        depth = local.depth
+        depth = getattr(local, "depth", 0)  # 0 on a thread's first extension
         if depth >= self._max_depth:
             raise CodecError(
                 f"registered messages nested deeper than {self._max_depth} levels "

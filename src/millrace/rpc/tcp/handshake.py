@@ -19,11 +19,12 @@ Proofs are compared in constant time; both nonces are fresh per connection, so a
 recorded on one connection is worthless on another.
 
 Channel binding (without TLS): both sides derive two keys with HKDF-SHA256 (``cryptography``)
-from the secret, salted with nonce_a + nonce_c, and every later frame carries a MAC under the
-key of its direction (:mod:`~millrace.rpc.tcp.channel_mac`). A peer that relays a legitimate
-client's answer (after luring that client to connect to it) is authenticated but holds no key,
-so its first frame fails the MAC and the connection is closed. With mutual TLS the channel is
-already bound by the certificates and no MAC is added. See ``docs/security.md``.
+from the secret, salted with nonce_a + nonce_c, and everything sent afterwards is sealed in
+records carrying a MAC under the key of its direction (:mod:`~millrace.rpc.tcp.channel_mac`).
+A peer that relays a legitimate client's answer (after luring that client to connect to it)
+is authenticated but holds no key, so its first frame fails the MAC and the connection is
+closed. With mutual TLS the channel is already bound by the certificates and no MAC is added.
+See ``docs/security.md``.
 
 Threading:
     The service's event-loop thread.

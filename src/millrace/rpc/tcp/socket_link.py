@@ -13,8 +13,8 @@ behind it meanwhile.
 
 With TLS, an ``ssl.SSLObject`` over memory BIOs encrypts and decrypts; the write lock also
 guards it, so records leave in the order they were sealed. Without TLS, an authenticated link
-may carry a :class:`~millrace.rpc.tcp.channel_mac.ChannelMac`: frames are sealed under the
-write lock (in wire order) and checked as they are read.
+may carry a :class:`~millrace.rpc.tcp.channel_mac.ChannelMac`: what one send takes is sealed
+as records under the write lock (in wire order), and records are checked as they are read.
 
 Resources (issue 9): until :meth:`start` (the peer is authenticated) a link holds no read
 buffer and reads at most a few KiB at a time; the 256 KiB read buffer is allocated by
@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 
 from millrace.errors import FrameSizeError
-from millrace.rpc.tcp.channel_mac import TAG_BYTES, ChannelMac, FrameMacError
+from millrace.rpc.tcp.channel_mac import ChannelMac, FrameMacError
 from millrace.rpc.tcp.framing import ConnectionClosedError, FrameDecoder
 
 __all__ = ["SocketLink"]
@@ -189,7 +189,7 @@ class SocketLink:
         """
         self._buffer = bytearray(_RECV_BYTES)
         self._view = memoryview(self._buffer)
-        self._decoder.limit_bytes = limit_bytes + (TAG_BYTES if mac is not None else 0)
+        self._decoder.limit_bytes = mac.record_limit_bytes if mac is not None else limit_bytes
         self._mac = mac
         if max_unsent_bytes is not None:
             self._max_unsent = max_unsent_bytes
@@ -262,20 +262,16 @@ class SocketLink:
         queue = self._queue
         while queue and self._backlog is None and not self.closed:
             count = len(queue)  # only the lock holder pops: exactly these are ours
-            mac = self._mac
-            if mac is not None:
-                frames = [queue.popleft() for _ in range(count)]
-                data = mac.seal(frames)
-                popped = len(data) - count * TAG_BYTES
-            elif count == 1:
-                data = queue.popleft()
-                popped = len(data)
-            else:
-                data = b"".join([queue.popleft() for _ in range(count)])
-                popped = len(data)
+            frames = [queue.popleft()] if count == 1 else [queue.popleft() for _ in range(count)]
             if self._unsent_queued:
+                popped = sum(map(len, frames))
                 with self._unsent_lock:
                     self._unsent_queued = max(0, self._unsent_queued - popped)
+            mac = self._mac
+            if mac is not None:
+                data = mac.seal(frames)
+            else:
+                data = frames[0] if count == 1 else b"".join(frames)
             if self._tls is not None:
                 data = self._encrypt(data)
             self._send(data)
@@ -385,7 +381,8 @@ class SocketLink:
         self._deliver(frames)
 
     def _deliver(self, frames: list[bytes]) -> None:
-        """Hand ``frames`` to ``on_frame`` in order, each checked against its MAC first."""
+        """Hand ``frames`` to ``on_frame`` in order; with a MAC they are sealed records, each
+        checked before the frames in it are handed on."""
         on_frame = self._on_frame
         assert on_frame is not None
         mac = self._mac
@@ -396,13 +393,16 @@ class SocketLink:
                 on_frame(frame)
                 continue
             try:
-                payload = mac.open(frame)
+                payloads = mac.open(frame)
             except FrameMacError as error:
                 reason = f"malformed frame: {error}"
                 logger.warning("closing connection with %s: %s", self.peer, reason)
                 self._lost(reason)
                 return
-            on_frame(payload)
+            for payload in payloads:
+                if self.closed:
+                    return
+                on_frame(payload)
 
     def _lost(self, reason: str) -> None:
         if self.closed:
