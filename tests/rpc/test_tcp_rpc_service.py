@@ -227,7 +227,9 @@ def test_close_ends_the_io_threads(connected: bool) -> None:
         client.connect(endpoint.address, StoreGateway).result(WAIT).size().result(WAIT)
     for s in (client, server):
         s.close_async().result(timeout=WAIT)
-    names = ("closing-server-io", "closing-client-io")
+    names = tuple(
+        f"closing-{side}-{kind}" for side in ("server", "client") for kind in ("io", "keepalive")
+    )
     io_threads = [t for t in threading.enumerate() if t.name in names]
     for thread in io_threads:
         thread.join(timeout=WAIT)
