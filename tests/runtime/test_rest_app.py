@@ -6,13 +6,17 @@ status read refused without the token)."""
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import schemathesis
+import trustme
+from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from starlette.testclient import TestClient
 
@@ -24,7 +28,7 @@ from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.control_messages import control_message_codec
 from millrace.runtime.dispatcher.dispatcher import Dispatcher
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
-from millrace.runtime.dispatcher.rest_endpoint import create_rest_app
+from millrace.runtime.dispatcher.rest_endpoint import DispatcherRestEndpoint, create_rest_app
 from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
 from millrace.runtime.io_executor import create_io_executor, shutdown_io_executor
 from millrace.runtime.jobgraph import JobGraph, JobVertex, OperatorKind, SerializedOperator
@@ -42,6 +46,7 @@ class RestApp:
     client: TestClient
     clock: ManualClock
     savepoints_dir: Path
+    app: FastAPI
 
 
 @pytest.fixture
@@ -66,7 +71,7 @@ def rest(tmp_path) -> Iterator[RestApp]:
         clock=clock,
     )
     with TestClient(app, base_url="http://127.0.0.1") as client:
-        yield RestApp(client, clock, tmp_path / "savepoints")
+        yield RestApp(client, clock, tmp_path / "savepoints", app)
     service.close_async().exception(timeout=WAIT)
     shutdown_io_executor(io, WAIT)
 
@@ -91,6 +96,27 @@ def test_finished_savepoint_requests_are_forgotten_after_the_store_duration(rest
     assert rest.client.get(path, headers=AUTH).status_code == 200
     rest.clock.advance(1.0)
     assert rest.client.get(path, headers=AUTH).status_code == 404
+
+
+def test_the_api_serves_https_with_the_configured_certificate(rest, tmp_path) -> None:
+    ca = trustme.CA()
+    certificate = ca.issue_cert("127.0.0.1")
+    chain, key, trusted = tmp_path / "rest.pem", tmp_path / "rest.key", tmp_path / "ca.pem"
+    certificate.cert_chain_pems[0].write_to_path(str(chain))
+    certificate.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(trusted))
+    endpoint = DispatcherRestEndpoint(
+        rest.app, "127.0.0.1", 0, ssl_certificate=str(chain), ssl_key=str(key)
+    ).start()
+    try:
+        assert endpoint.url.startswith("https://127.0.0.1:")
+        context = ssl.create_default_context(cafile=str(trusted))
+        answer = httpx.get(f"{endpoint.url}/overview", verify=context, timeout=WAIT)
+        assert answer.status_code == 200 and answer.json()["taskmanagers"] == 0
+        with pytest.raises(httpx.HTTPError):  # nothing in the clear
+            httpx.get(endpoint.url.replace("https", "http") + "/overview", timeout=WAIT)
+    finally:
+        endpoint.close()
 
 
 def test_the_savepoint_table_is_bounded() -> None:
