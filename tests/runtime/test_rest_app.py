@@ -196,3 +196,22 @@ def test_schemathesis_finds_no_server_error_and_no_write_without_token(rest, wit
     writes = {label for label in seen if label.split()[0] not in _OPEN}
     assert {"POST /jobs", "PATCH /jobs/{jobid}", "POST /jobs/{jobid}/savepoints"} <= writes
     assert len(seen) > 200, len(seen)
+
+
+def test_https_without_its_files_fails_at_start_naming_the_key(tmp_path) -> None:
+    from millrace.errors import ConfigError
+    from millrace.runtime.entrypoint.standalone_session_cluster_entrypoint import (
+        StandaloneSessionClusterEntrypoint,
+    )
+
+    conf = Configuration(
+        {
+            "io.tmp.dirs": str(tmp_path),
+            "jobmanager.rpc.port": "0",
+            "rest.port": "0",
+            "security.ssl.rest.enabled": "true",
+            "security.ssl.rest.certificate": str(tmp_path / "missing.pem"),
+        }
+    )
+    with pytest.raises(ConfigError, match=r"security\.ssl\.rest\.certificate"):
+        StandaloneSessionClusterEntrypoint(conf).start()
