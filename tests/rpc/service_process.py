@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from millrace.rpc import RpcEndpoint, RpcGateway
 ROOT = Path(__file__).resolve().parents[2]
 START_WAIT = 60.0  # seconds a child gets to import and listen
 STOP_WAIT = 10.0
+LIFETIME = 900.0  # seconds a child lives at most, even if its test never stops it
 
 
 class StoreGateway(RpcGateway, Protocol):
@@ -85,11 +86,27 @@ def _serve(args: argparse.Namespace) -> int:
     )
     service.set_fatal_error_handler(termination.on_fatal_error)
     StoreEndpoint(service).start()
+    _watch_parent(lambda reason: termination.request_stop(reason))
     print(f"READY {service.authority.rsplit(':', 1)[1]}", flush=True)
     try:
-        return termination.wait()
+        return termination.wait()  # ends on SIGTERM, a fatal error, or the watch below
     finally:
         service.close_async().exception(timeout=STOP_WAIT)
+
+
+def _watch_parent(stop: Callable[[str], None]) -> threading.Event:
+    """Call ``stop`` when the test process is gone or after LIFETIME; returns the event set
+    then (a child never outlives its test by much)."""
+    parent, deadline, done = os.getppid(), time.monotonic() + LIFETIME, threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.5):
+            if os.getppid() != parent or time.monotonic() > deadline:
+                stop("the test process is gone, or the child's lifetime is over")
+                done.set()
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    return done
 
 
 def _connect(args: argparse.Namespace) -> int:
@@ -105,7 +122,7 @@ def _connect(args: argparse.Namespace) -> int:
     gateway = service.connect(args.address, StoreGateway).result(START_WAIT)
     gateway.size().result(START_WAIT)
     print("CONNECTED", flush=True)
-    threading.Event().wait(3600)  # until the test stops (or freezes) this process
+    _watch_parent(lambda reason: None).wait(LIFETIME)  # until stopped (or frozen) by the test
     return 0
 
 

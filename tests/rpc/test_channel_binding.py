@@ -112,7 +112,7 @@ class Relay:
         self.listener.close()
         self.thread.join(WAIT)
         if self.hijacked.done() and self.hijacked.exception() is None:
-            self.hijacked.result().close()
+            self.hijacked.result(WAIT).close()
 
 
 @pytest.fixture

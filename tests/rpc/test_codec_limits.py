@@ -62,7 +62,7 @@ def decode_in_small_thread(payload: bytes, stack_kib: int) -> subprocess.Complet
                 print(type(error).__name__, error)
         thread = threading.Thread(target=run)
         thread.start()
-        thread.join()
+        thread.join(60)
         """
     )
     return subprocess.run(

@@ -40,7 +40,7 @@ def test_simultaneous_starts_all_read_the_one_secret(tmp_path) -> None:
             for outcome in outcomes:
                 error = outcome.exception(WAIT)
                 if error is None:
-                    secrets_seen.add(outcome.result())
+                    secrets_seen.add(outcome.result(WAIT))
                 elif not (
                     isinstance(error, ConfigError) and "start the cluster first" in str(error)
                 ):
