@@ -262,7 +262,8 @@ class RpcOptions:
         "duration",
         60.0,
         "An authenticated connection from which nothing arrived for this long is closed "
-        "(logged). Each side sends a keepalive after a third of it without sending.",
+        "(logged). A side pings a peer it has not heard from for a third of it; the peer "
+        "answers at once.",
         minimum=0.01,
     )
     WRITE_QUEUE_MAX_SIZE = _option(

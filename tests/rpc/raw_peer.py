@@ -22,7 +22,7 @@ from millrace.runtime.control_messages import control_message_codec
 
 WAIT = 10.0
 HEADER = struct.Struct(">I")
-CALL, REPLY, LOOKUP, FOUND, PING = 0, 1, 2, 3, 4
+CALL, REPLY, LOOKUP, FOUND, PING, PONG = 0, 1, 2, 3, 4, 5
 
 
 def frame(payload: bytes) -> bytes:
@@ -162,7 +162,7 @@ class RawPeer:
         self.send([LOOKUP, 1, endpoint_id, methods])
         while True:
             answer = self.receive()
-            if answer[0] != PING:
+            if answer[0] not in (PING, PONG):  # keepalives may come in between
                 break
         assert answer[0] == FOUND and answer[3] is None, answer
         return int(answer[2])

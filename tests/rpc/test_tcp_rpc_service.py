@@ -10,6 +10,7 @@ import hmac
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
@@ -234,3 +235,23 @@ def test_close_ends_the_io_threads(connected: bool) -> None:
     for thread in io_threads:
         thread.join(timeout=WAIT)
     assert not [t.name for t in io_threads if t.is_alive()]
+
+
+def test_a_short_idle_timeout_on_one_side_keeps_an_idle_connection_alive() -> None:
+    quiet_server = service("quiet-server")  # rpc.idle-timeout 60 s: pings only after 20 s
+    eager_client = TcpRpcService(
+        "eager-client",
+        security=TransportSecurity(SECRET),
+        codec=control_message_codec(),
+        configuration=Configuration({"rpc.lookup-timeout": "500 ms", "rpc.idle-timeout": "300 ms"}),
+    )
+    try:
+        endpoint = StoreEndpoint(quiet_server)
+        endpoint.start()
+        gateway = eager_client.connect(endpoint.address, StoreGateway).result(WAIT)
+        assert gateway.size().result(WAIT) == 0
+        time.sleep(1.5)  # 5 idle timeouts of the client without a call: its pings are answered
+        assert gateway.size().result(WAIT) == 0  # the same connection
+    finally:
+        for s in (eager_client, quiet_server):
+            s.close_async().result(timeout=WAIT)

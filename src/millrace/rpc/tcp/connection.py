@@ -6,8 +6,9 @@ Wire messages (msgpack lists, encoded by the service's MessageCodec, one per fra
 - ``[REPLY, call_id, ok, value_or_error]``
 - ``[LOOKUP, lookup_id, endpoint_id, method_names]`` -> ``[FOUND, lookup_id, endpoint_no,
   error]``: endpoints get compact numbers per connection, so calls do not carry addresses.
-- ``[PING, 0]``: sent by either side when it has sent nothing for a while (keepalive); the
-  receiver does nothing but note that the peer is alive (``rpc.idle-timeout``).
+- ``[PING, 0]`` -> ``[PONG, 0]``: keepalive. A side that has heard nothing from its peer for a
+  third of its ``rpc.idle-timeout`` pings; the peer answers at once, whatever its own
+  settings, so liveness depends only on the checking side's configuration.
 
 The connection starts after the handshake (``handshake.py``); without TLS every frame carries
 a MAC (``channel_mac.py``), checked by the link before a message reaches this class. A reply
@@ -40,12 +41,13 @@ from millrace.rpc.tcp.framing import ConnectionClosedError, encode_frame
 from millrace.rpc.tcp.remote_errors import error_from_wire
 from millrace.rpc.tcp.socket_link import SocketLink
 
-__all__ = ["CALL", "FOUND", "LOOKUP", "PING", "REPLY", "Connection"]
+__all__ = ["CALL", "FOUND", "LOOKUP", "PING", "PONG", "REPLY", "Connection"]
 
 logger = logging.getLogger(__name__)
 
-CALL, REPLY, LOOKUP, FOUND, PING = 0, 1, 2, 3, 4
+CALL, REPLY, LOOKUP, FOUND, PING, PONG = 0, 1, 2, 3, 4, 5
 _PING_FRAME = encode_frame(b"\x92\x04\x00", 16)  # msgpack [PING, 0]
+_PONG_FRAME = encode_frame(b"\x92\x05\x00", 16)  # msgpack [PONG, 0]
 _SWEEP_MIN_SIZE = 1024  # pending calls before abandoned (timed-out) ones are swept
 
 
@@ -121,13 +123,8 @@ class Connection:
         """``time.monotonic()`` when the peer last sent anything (loop thread)."""
         return self._link.last_received
 
-    @property
-    def last_sent(self) -> float:
-        """``time.monotonic()`` of this side's last send."""
-        return self._link.last_sent
-
     def ping(self) -> None:
-        """Send a PING (keepalive); dropped if the connection is closed.
+        """Send a PING (keepalive; the peer answers PONG); dropped if the connection is closed.
 
         Threading:
             Any thread.
@@ -223,6 +220,10 @@ class Connection:
             self._complete(message)
             return
         if kind == PING:
+            with contextlib.suppress(ConnectionClosedError):
+                self._link.write(_PONG_FRAME)
+            return
+        if kind == PONG:
             return
         try:
             self._on_message(self, message)

@@ -99,11 +99,6 @@ class SocketLink:
         self.last_received = time.monotonic()  # of the last bytes read (loop thread)
         self.closed = False
 
-    @property
-    def last_sent(self) -> float:
-        """``time.monotonic()`` of the last send (any thread)."""
-        return self._last_send
-
     # Setup (loop thread, before start) -----------------------------------------------------------
 
     async def start_tls(self, context: ssl.SSLContext, *, server_side: bool) -> None:

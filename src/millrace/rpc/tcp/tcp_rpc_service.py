@@ -13,9 +13,9 @@ within ``rpc.handshake.timeout`` (fixed-layout handshake, ``handshake.py``), and
 ``rpc.handshake.max-pending`` connections (``rpc.handshake.max-pending-per-address`` per peer
 IP) may be at it at once; without TLS everything later is sealed with a MAC under keys bound
 to the connection (``channel_mac.py``); a connection that received nothing for
-``rpc.idle-timeout`` is closed (each side sends a keepalive after a third of it without
-sending; a ``<name>-keepalive`` thread times the checks, so the event loop keeps no standing
-timer); a peer that does
+``rpc.idle-timeout`` is closed (a side pings after a third of it without hearing from the
+peer, which answers at once; a ``<name>-keepalive`` thread times the checks, so the event loop
+keeps no standing timer); a peer that does
 not read loses its connection past ``rpc.write-queue.max-size`` unsent bytes; peers call only
 the methods of an endpoint's declared gateways, with arguments that fit
 (``remote_dispatch.py``). Transport timeouts run on the real monotonic clock, not the service
@@ -450,8 +450,8 @@ class TcpRpcService(LocalRpcService):
                 return
 
     def _check_idle(self) -> None:
-        """Ping connections this side has not written to for a third of rpc.idle-timeout;
-        close those from which nothing arrived for all of it."""
+        """Ping connections this side has heard nothing from for a third of rpc.idle-timeout
+        (the peer answers PONG); close those it heard nothing from for all of it."""
         if self._network_closed:
             return
         now = time.monotonic()
@@ -469,7 +469,7 @@ class TcpRpcService(LocalRpcService):
                 )
                 logger.warning("closing connection with %s: %s", connection.peer, reason)
                 connection.close(reason)
-            elif now - connection.last_sent >= interval:
+            elif silent >= interval:
                 connection.ping()
 
     def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
