@@ -15,7 +15,7 @@ IP) may be at it at once; without TLS everything later is sealed with a MAC unde
 to the connection (``channel_mac.py``); a connection that received nothing for
 ``rpc.idle-timeout`` is closed (a side pings after a third of it without hearing from the
 peer, which answers at once; a ``<name>-keepalive`` thread times the checks, so the event loop
-keeps no standing timer); a peer that does
+keeps no standing timer, ``keepalive.py``); a peer that does
 not read loses its connection past ``rpc.write-queue.max-size`` unsent bytes; peers call only
 the methods of an endpoint's declared gateways, with arguments that fit
 (``remote_dispatch.py``). Transport timeouts run on the real monotonic clock, not the service
@@ -32,7 +32,6 @@ import asyncio
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -55,6 +54,7 @@ from millrace.rpc.tcp.handshake import (
     handshake_accept,
     handshake_connect,
 )
+from millrace.rpc.tcp.keepalive import Keepalive
 from millrace.rpc.tcp.remote_dispatch import RemoteDispatch
 from millrace.rpc.tcp.socket_link import SocketLink
 from millrace.rpc.tcp.transport_security import MIN_SECRET_BYTES, TransportSecurity
@@ -119,7 +119,6 @@ class TcpRpcService(LocalRpcService):
         self._framesize = framesize_bytes or conf.get(RpcOptions.FRAMESIZE)
         self._server_ssl = security.server_ssl
         self._handshake_timeout = conf.get(RpcOptions.HANDSHAKE_TIMEOUT)
-        self._idle_timeout = conf.get(RpcOptions.IDLE_TIMEOUT)
         # One frame of the largest size always fits (framesize_bytes may exceed the key).
         self._max_unsent = max(conf.get(RpcOptions.WRITE_QUEUE_MAX_SIZE), self._framesize + 1024)
         self._limits_log = ThrottledLog()
@@ -137,11 +136,8 @@ class TcpRpcService(LocalRpcService):
         self._connecting: set[Future[Any]] = set()  # connects not yet resolved
         self._handshaking: set[SocketLink] = set()  # loop thread only
         self._network_closed = False  # loop thread only
-        # Keepalive checks are triggered from a thread of their own, not by a loop timer: a
-        # standing timer makes every epoll wait arm a kernel timer (~5 us CPU per ask, measured).
-        self._keepalive_stop = threading.Event()
-        self._keepalive = threading.Thread(
-            target=self._keepalive_ticks, name=f"{name}-keepalive", daemon=True
+        self._keepalive = Keepalive(
+            name, self._loop, conf.get(RpcOptions.IDLE_TIMEOUT), self._all_connections
         )
         self._dispatch = RemoteDispatch(self._loop, self._await_endpoint, self._limits_log)
         self._loop.call_soon(self._start_accepting)
@@ -441,36 +437,11 @@ class TcpRpcService(LocalRpcService):
 
     # Keepalive and idle connections (loop thread) -------------------------------------------------
 
-    def _keepalive_ticks(self) -> None:
-        """Keepalive thread: every third of rpc.idle-timeout, have the loop check idleness."""
-        while not self._keepalive_stop.wait(self._idle_timeout / 3):
-            try:
-                self._loop.call_soon_threadsafe(self._check_idle)
-            except RuntimeError:  # the loop is closed
-                return
-
-    def _check_idle(self) -> None:
-        """Ping connections this side has heard nothing from for a third of rpc.idle-timeout
-        (the peer answers PONG); close those it heard nothing from for all of it."""
-        if self._network_closed:
-            return
-        now = time.monotonic()
-        interval = self._idle_timeout / 3
+    def _all_connections(self) -> list[Connection]:
+        """Loop thread: the accepted and the outgoing connections that are up."""
         with self._lock:
             outgoing = [f.result() for f in self._connections.values() if _succeeded(f)]
-        for connection in [*self._accepted, *outgoing]:
-            if connection.closed:
-                continue
-            silent = now - connection.last_received
-            if silent > self._idle_timeout:
-                reason = (
-                    f"nothing received for {silent:.1f} s "
-                    f"(rpc.idle-timeout={self._idle_timeout:g} s)"
-                )
-                logger.warning("closing connection with %s: %s", connection.peer, reason)
-                connection.close(reason)
-            elif silent >= interval:
-                connection.ping()
+        return [*self._accepted, *outgoing]
 
     def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
         """The hosted endpoint ``endpoint_id``, waiting up to the lookup timeout for it."""
@@ -491,7 +462,7 @@ class TcpRpcService(LocalRpcService):
     async def _stop_network(self) -> None:
         """Loop thread: close the listener and every connection, end every task."""
         self._network_closed = True
-        self._keepalive_stop.set()
+        self._keepalive.stop()
         self._loop.remove_reader(self._listener.fileno())
         self._listener.close()
         for link in list(self._handshaking):  # a handshake whose cancel is lost ends here
@@ -526,8 +497,7 @@ class TcpRpcService(LocalRpcService):
             fail(future, RecipientUnreachableError(self._prefix, f"RpcService {self._name} closed"))
 
         def shut_down(terminated: Future[None]) -> None:
-            self._keepalive_stop.set()
-            self._keepalive.join(timeout=10)  # it waits on the event: ends at once
+            self._keepalive.stop()
 
             def finish() -> None:
                 if threading.current_thread() is not self._thread:
