@@ -2,14 +2,16 @@
 
 A TcpRpcService runs in a child process (``--serve``) with the configured caps; this process
 first measures a legitimate client's ask round trip (the peer: the same service, no flood),
-then holds N silent, unauthenticated connections open against it from several loopback source
-addresses (127.0.0.2, 127.0.0.3, ...: 127.0.0.0/8 is all loopback on Linux) for a bounded
-time, reopening each one the service closes (refused over a cap, or dropped at the handshake
-timeout) after a short pause, and measures the same client's asks during the flood. It prints
+then a second child (``--flood``, so that the attacker's work does not share the client's
+interpreter) holds N silent, unauthenticated connections open against it from several loopback
+source addresses (127.0.0.2, 127.0.0.3, ...: 127.0.0.0/8 is all loopback on Linux) for a
+bounded time, reopening each one the service closes (refused over a cap, or dropped at the
+handshake timeout) after a short pause, and this process measures the same client's asks
+during the flood. It prints
 the service's RSS and open descriptors before, at their peak during and after the flood,
 against the caps, and the ask p50/p99 with the flood next to without it.
 
-Loopback only; the child is stopped by its pid; the flood ends after ``--seconds``.
+Loopback only; the children are stopped by their pids; the flood ends after ``--seconds``.
 
 Usage: ``.venv/bin/python bench/rpc_flood.py [--connections 1000] [--addresses 20]
 [--seconds 20] [--asks 2000] [-D rpc.handshake.max-pending=128 ...]``
@@ -186,6 +188,53 @@ class Flood:
             selector.close()
 
 
+def run_flood(port: int, connections: int, addresses: int, seconds: float) -> None:
+    """The flood child: prints ``OPENED`` once every connection was opened once, then, when
+    the flood ends (deadline or SIGTERM), ``STATS opened challenged closed failed peak``."""
+    flood = Flood(port, connections, addresses, seconds)
+    signal.signal(signal.SIGTERM, lambda *_: flood._stopping.set())
+    flood.start()
+    while flood.opened < connections and time.monotonic() < flood.deadline:
+        time.sleep(0.05)
+    print("OPENED", flush=True)
+    flood._thread.join(timeout=MAX_SECONDS + 10)
+    counts = (flood.opened, flood.challenged, flood.closed_by_server, flood.failed)
+    print("STATS", *counts, flood.peak_open, flush=True)
+
+
+class FloodProcess:
+    """The flood child, seen from the benchmark."""
+
+    def __init__(self, port: int, connections: int, addresses: int, seconds: float) -> None:
+        command = [sys.executable, __file__, "--flood", "--port", str(port)]
+        command += ["--connections", str(connections), "--addresses", str(addresses)]
+        command += ["--seconds", str(seconds)]
+        self.deadline = time.monotonic() + min(seconds, MAX_SECONDS)
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        self.stats = (0, 0, 0, 0, 0)
+
+    def wait_opened(self) -> None:
+        """Until every flood connection was opened once (bounded by the flood's deadline)."""
+        assert self.process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            if selector.select(max(self.deadline - time.monotonic(), 0.1)):
+                self.process.stdout.readline()
+
+    def stop(self) -> None:
+        """End the flood and read its numbers; the child is killed if it does not end."""
+        with contextlib.suppress(ProcessLookupError):
+            self.process.terminate()
+        try:
+            out, _ = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, _ = self.process.communicate(timeout=30)
+        line = next((x for x in out.splitlines() if x.startswith("STATS")), "STATS 0 0 0 0 0")
+        opened, challenged, closed, failed, peak = (int(x) for x in line.split()[1:])
+        self.stats = (opened, challenged, closed, failed, peak)
+
+
 def ask_latencies(gateway: EchoGateway, asks: int) -> tuple[float, float]:
     """(p50, p99) in microseconds of ``asks`` sequential asks."""
     samples = []
@@ -205,11 +254,16 @@ def main() -> None:
     parser.add_argument("--asks", type=int, default=2000)
     parser.add_argument("-D", action="append", default=[], help="server key=value")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--flood", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--secret", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     settings = dict(pair.split("=", 1) for pair in args.D)
     if args.serve:
         serve(bytes.fromhex(args.secret), settings)
+        return
+    if args.flood:
+        run_flood(args.port, args.connections, args.addresses, args.seconds)
         return
     secret = os.urandom(32)
     conf = Configuration(settings)
@@ -222,18 +276,17 @@ def main() -> None:
         ask_latencies(gateway, 200)  # warm-up
         before = (server.rss_mib(), server.descriptors())
         quiet = ask_latencies(gateway, args.asks)
-        flood = Flood(server.port, args.connections, args.addresses, args.seconds).start()
+        flood = FloodProcess(server.port, args.connections, args.addresses, args.seconds)
         peak_rss, peak_fds = before
         samples: list[tuple[float, float]] = []
-        while flood.opened < args.connections and time.monotonic() < flood.deadline:
-            time.sleep(0.1)  # until every flood connection was opened once
-        while time.monotonic() < flood.deadline - 1.0:
-            samples.append(ask_latencies(gateway, max(args.asks // 10, 50)))
-            peak_rss, peak_fds = (
-                max(peak_rss, server.rss_mib()),
-                max(peak_fds, server.descriptors()),
-            )
-        flood.stop()
+        try:
+            flood.wait_opened()
+            while time.monotonic() < flood.deadline - 1.0:
+                samples.append(ask_latencies(gateway, max(args.asks // 10, 50)))
+                peak_rss = max(peak_rss, server.rss_mib())
+                peak_fds = max(peak_fds, server.descriptors())
+        finally:
+            flood.stop()
         time.sleep(_handshake_timeout(conf) + 0.5)  # the last held ones are dropped by now
         after = (server.rss_mib(), server.descriptors())
         during = (
@@ -266,11 +319,12 @@ def _caps(conf: Configuration) -> str:
 def report(conf, args, flood, before, peak, after, quiet, during) -> None:  # type: ignore[no-untyped-def]
     """Print the caps, the flood, the server's numbers and the client's latency."""
     print(f"caps: {_caps(conf)}")
+    opened, challenged, closed, failed, peak_open = flood.stats
     print(
         f"flood: {args.connections} silent connections from {args.addresses} loopback "
-        f"addresses for {args.seconds:g} s: {flood.opened} opened, {flood.challenged} got the "
-        f"challenge (admitted), {flood.closed_by_server} closed by the server, "
-        f"{flood.failed} failed to open; at most {flood.peak_open} open at once"
+        f"addresses for {args.seconds:g} s: {opened} opened, {challenged} got the "
+        f"challenge (admitted), {closed} closed by the server, {failed} failed to open; "
+        f"at most {peak_open} open at once"
     )
     print(f"{'server':<22}{'before':>10}{'flood peak':>12}{'after':>10}")
     print(f"{'RSS MiB':<22}{before[0]:>10.1f}{peak[0]:>12.1f}{after[0]:>10.1f}")

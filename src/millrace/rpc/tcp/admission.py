@@ -4,8 +4,10 @@ A connection costs a descriptor and a little memory from the moment it is accept
 has proven the cluster secret (``rpc.handshake.timeout`` at most). :class:`HandshakeAdmission`
 caps how many such connections a service holds, in all (``rpc.handshake.max-pending``) and
 per peer IP address (``rpc.handshake.max-pending-per-address``): a connection over a cap is
-closed as soon as it is accepted. Authenticated connections are not counted. Refusals are
-logged by :class:`ThrottledLog`, at most once per interval per kind, with the count since.
+closed as soon as it is accepted (and while every slot is taken, the service pauses accepting
+for a moment after each refusal, so that a reconnecting flood costs it little CPU).
+Authenticated connections are not counted. Refusals are logged by :class:`ThrottledLog`, at
+most once per interval per kind, with the count since.
 
 Threading:
     The service's event-loop thread only.
@@ -63,6 +65,11 @@ class HandshakeAdmission:
         self._log = log
         self._per_address: Counter[str] = Counter()
         self.pending = 0
+
+    @property
+    def full(self) -> bool:
+        """Whether every slot of ``rpc.handshake.max-pending`` is taken."""
+        return self.pending >= self.max_pending
 
     def admit(self, address: str) -> bool:
         """Count a connection from ``address`` if both caps allow it; log a refusal.

@@ -70,6 +70,7 @@ G = TypeVar("G", bound=RpcGateway)
 SCHEME = "tcp"
 _ACCEPT_BATCH = 16  # connections accepted per readable event of the listener
 _ACCEPT_PAUSE = 0.1  # seconds without accepting after accept() failed (e.g. EMFILE)
+_FULL_PAUSE = 0.02  # seconds without accepting after a refusal while every slot is taken
 _SHUTDOWN_GRACE = 2.0  # seconds close waits for cancelled handshakes to end
 
 
@@ -367,6 +368,10 @@ class TcpRpcService(LocalRpcService):
             host = str(address[0])
             if not self._admission.admit(host):
                 sock.close()
+                if self._admission.full:  # a flood holds every slot: pace the refusals
+                    self._loop.remove_reader(self._listener.fileno())
+                    self._loop.call_later(_FULL_PAUSE, self._start_accepting)
+                    return
                 continue
             self._loop.create_task(self._accept(sock, host))
 
