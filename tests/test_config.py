@@ -59,3 +59,15 @@ def test_yaml_nested_keys_are_joined(tmp_path) -> None:
     path.write_text("rpc:\n  ask-timeout: 3 s\nparallelism.default: 3\n")
     conf = Configuration.from_yaml(path)
     assert conf.get(RpcOptions.ASK_TIMEOUT) == 3.0
+
+
+def test_rpc_limits_are_checked_against_each_other_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"rpc\.handshake\.timeout.*<= rpc\.lookup-timeout"):
+        Configuration({"rpc.handshake.timeout": "20 s"}).validate()
+    with pytest.raises(ConfigError, match=r"rpc\.write-queue\.max-size.*>= rpc\.framesize"):
+        Configuration({"rpc.framesize": "8 mb", "rpc.write-queue.max-size": "1 mb"}).validate()
+    derived = Configuration({"rpc.lookup-timeout": "2 s", "rpc.framesize": "64 mb"})
+    assert derived.get(RpcOptions.HANDSHAKE_TIMEOUT) == 2.0  # at most the lookup timeout
+    assert derived.get(RpcOptions.WRITE_QUEUE_MAX_SIZE) == 128 * 1024 * 1024
+    with pytest.raises(ConfigError, match=r"rpc\.handshake\.max-pending"):
+        Configuration({"rpc.handshake.max-pending": "0"}).validate()

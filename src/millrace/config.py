@@ -35,6 +35,7 @@ __all__ = [
     "SparkOptions",
     "TaskManagerOptions",
     "all_options",
+    "check_rpc_limits",
     "parse_duration",
     "parse_size",
 ]
@@ -197,6 +198,14 @@ def _option(key: str, kind: str, default: Any, description: str, **kw: Any) -> C
     return ConfigOption(key, kind, default, description, **kw)
 
 
+def _derived_handshake_timeout(conf: Configuration) -> float:
+    return min(5.0, conf.get(RpcOptions.LOOKUP_TIMEOUT))
+
+
+def _derived_write_queue_size(conf: Configuration) -> int:
+    return max(64 * 1024 * 1024, 2 * conf.get(RpcOptions.FRAMESIZE))
+
+
 class RpcOptions:
     """RPC keys (seed 000's akka.* keys under Flink's current names)."""
 
@@ -224,6 +233,73 @@ class RpcOptions:
         "message fails only its call, naming its size and this limit.",
         minimum=1024,
     )
+    HANDSHAKE_TIMEOUT = _option(
+        "rpc.handshake.timeout",
+        "duration",
+        _derived_handshake_timeout,
+        "Time a new connection has to prove the cluster secret (TLS included) before it is "
+        "dropped; at most rpc.lookup-timeout (default 5 s, or rpc.lookup-timeout if shorter).",
+        minimum=0.001,
+    )
+    MAX_PENDING_HANDSHAKES = _option(
+        "rpc.handshake.max-pending",
+        "int",
+        128,
+        "Connections not yet authenticated that a process holds at once; more are closed as "
+        "soon as they are accepted (logged).",
+        minimum=1,
+    )
+    MAX_PENDING_HANDSHAKES_PER_ADDRESS = _option(
+        "rpc.handshake.max-pending-per-address",
+        "int",
+        16,
+        "Connections not yet authenticated from one IP address held at once; more from that "
+        "address are closed as soon as they are accepted (logged).",
+        minimum=1,
+    )
+    IDLE_TIMEOUT = _option(
+        "rpc.idle-timeout",
+        "duration",
+        60.0,
+        "An authenticated connection from which nothing arrived for this long is closed "
+        "(logged). A side pings a peer it has not heard from for a third of it; the peer "
+        "answers at once.",
+        minimum=0.01,
+    )
+    WRITE_QUEUE_MAX_SIZE = _option(
+        "rpc.write-queue.max-size",
+        "size",
+        _derived_write_queue_size,
+        "Bytes written to a connection that its peer has not yet taken, at most; a peer that "
+        "leaves more unread loses the connection (logged). Default: 64 mb or twice "
+        "rpc.framesize, whichever is larger; at least rpc.framesize.",
+        minimum=1024,
+    )
+
+
+def check_rpc_limits(conf: Configuration) -> None:
+    """The cross-key rules of the ``rpc.*`` limits.
+
+    Raises:
+        ConfigError: If ``rpc.handshake.timeout`` exceeds ``rpc.lookup-timeout`` or
+            ``rpc.write-queue.max-size`` is below ``rpc.framesize``.
+    """
+    lookup = conf.get(RpcOptions.LOOKUP_TIMEOUT)
+    handshake = conf.get(RpcOptions.HANDSHAKE_TIMEOUT)
+    if handshake > lookup:
+        raise ConfigError(
+            RpcOptions.HANDSHAKE_TIMEOUT.key,
+            conf.get_raw(RpcOptions.HANDSHAKE_TIMEOUT.key, handshake),
+            f"a duration <= rpc.lookup-timeout ({lookup:g} s)",
+        )
+    framesize = conf.get(RpcOptions.FRAMESIZE)
+    queue = conf.get(RpcOptions.WRITE_QUEUE_MAX_SIZE)
+    if queue < framesize:
+        raise ConfigError(
+            RpcOptions.WRITE_QUEUE_MAX_SIZE.key,
+            conf.get_raw(RpcOptions.WRITE_QUEUE_MAX_SIZE.key, queue),
+            f"a size >= rpc.framesize ({framesize} bytes)",
+        )
 
 
 def _derived_interval(conf: Configuration) -> float:
@@ -494,6 +570,14 @@ class CheckpointingOptions:
         _derived_savepoints_dir,
         "Default directory of savepoints (default <io.tmp.dirs>/savepoints).",
     )
+    SAVEPOINTS_ALLOWED_ROOTS = _option(
+        "state.savepoints.allowed-roots",
+        "str",
+        "",
+        "Comma-separated directories (or fsspec URLs) a savepoint asked for over REST or RPC "
+        "may be written under; empty: state.savepoints.dir only. A relative target is taken "
+        "under state.savepoints.dir; one outside every root is refused.",
+    )
 
 
 class SparkOptions:
@@ -570,6 +654,14 @@ class RestOptions:
         minimum=0,
         maximum=65535,
     )
+    ASYNC_STORE_DURATION = _option(
+        "rest.async.store-duration",
+        "duration",
+        300.0,
+        "How long the result of a finished asynchronous operation (a savepoint request) can "
+        "be read at its status path before it is forgotten (Flink's key).",
+        minimum=0.0,
+    )
 
 
 class SecurityOptions:
@@ -605,6 +697,16 @@ class SecurityOptions:
         "",
         "PEM CA certificates a peer's certificate must chain to.",
     )
+    SSL_REST_ENABLED = _option(
+        "security.ssl.rest.enabled",
+        "bool",
+        False,
+        "Serve the REST API over HTTPS (needs security.ssl.rest.certificate and .key).",
+    )
+    SSL_REST_CERTIFICATE = _option(
+        "security.ssl.rest.certificate", "str", "", "PEM certificate chain of the REST API."
+    )
+    SSL_REST_KEY = _option("security.ssl.rest.key", "str", "", "PEM private key of the REST API.")
 
 
 class PipelineOptions:
@@ -726,9 +828,16 @@ class Configuration:
             raise ConfigError(
                 RpcOptions.LOOKUP_TIMEOUT.key, raw, f"a duration <= rpc.ask-timeout ({ask:g} s)"
             )
+        check_rpc_limits(self)
 
     def to_dict(self) -> dict[str, object]:
         return dict(self._values)
+
+    def without_security(self) -> dict[str, object]:
+        """The entries other processes may receive (a task deployment carries them): all but
+        ``security.*`` (the cluster secret, key and certificate paths stay in the process that
+        read them; a TaskManager reads its own)."""
+        return {k: v for k, v in self._values.items() if not k.startswith("security.")}
 
     def job_level(self) -> dict[str, object]:
         """The entries a job may set for itself: everything but the keys of processes

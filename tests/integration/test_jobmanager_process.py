@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import socket
 import struct
 import time
 from collections.abc import Iterator
+from typing import Protocol
 
 import httpx
 import pytest
 
 from millrace.errors import FrameSizeError, RecipientUnreachableError
+from millrace.rpc import RpcGateway
 from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.control_messages import control_message_codec
 from millrace.runtime.dispatcher.rest_endpoint import rest_token
 from millrace.runtime.jobgraph import JobGraph, JobVertex, OperatorKind, SerializedOperator
 from tests.integration.standalone_cluster import StandaloneCluster
+from tests.rpc.raw_peer import RawPeer, frame
 
 pytestmark = pytest.mark.slow
 
@@ -52,58 +54,28 @@ def still_serving(cluster: StandaloneCluster) -> None:
         assert isinstance(client.dispatcher().list_jobs().result(WAIT), list)
 
 
-def raw_connection(cluster: StandaloneCluster) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", cluster.rpc_port), timeout=WAIT)
+def raw_peer(cluster: StandaloneCluster) -> RawPeer:
+    return RawPeer(cluster.rpc_port, timeout=WAIT)
 
 
-def read_frame(sock: socket.socket) -> bytes:
-    (length,) = struct.unpack(">I", recv_exactly(sock, 4))
-    return recv_exactly(sock, length)
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the JobManager")
-        data += chunk
-    return data
-
-
-def answer_challenge(sock: socket.socket, key: bytes) -> None:
-    codec = control_message_codec()
-    hello = codec.decode(read_frame(sock))
-    proof = hmac.new(key, b"connector" + hello[1], hashlib.sha256).digest()
-    payload = codec.encode([proof, b"n" * 32])
-    sock.sendall(struct.pack(">I", len(payload)) + payload)
-
-
-def closed_by_peer(sock: socket.socket) -> bytes:
-    """Everything the peer sends until it closes."""
-    sock.settimeout(WAIT)
-    data = b""
-    try:
-        while chunk := sock.recv(4096):
-            data += chunk
-    except ConnectionResetError:
-        pass
-    return data
+def answer_challenge(peer: RawPeer, key: bytes) -> None:
+    """The connector's answer to the JobManager's challenge, proven with ``key``."""
+    hello = peer.read_raw_frame()
+    proof = hmac.new(key, b"millrace-2 connector" + hello, hashlib.sha256).digest()
+    peer.sock.sendall(frame(proof + b"n" * 32))
 
 
 def test_wrong_secret_is_disconnected_learning_nothing(cluster) -> None:
-    with raw_connection(cluster) as sock:
-        answer_challenge(sock, b"a-guess-at-the-cluster-secret")
-        assert closed_by_peer(sock) == b""
+    with raw_peer(cluster) as peer:
+        answer_challenge(peer, b"a-guess-at-the-cluster-secret")
+        assert peer.closed_by_peer() == b""
     still_serving(cluster)
 
 
 def test_peer_that_connects_and_says_nothing_is_dropped(cluster) -> None:
-    with raw_connection(cluster) as sock:
-        read_frame(sock)  # the challenge; then silence
-        started = time.monotonic()
-        closed_by_peer(sock)
-        assert time.monotonic() - started < WAIT
+    with raw_peer(cluster) as peer:
+        peer.read_raw_frame()  # the challenge; then silence
+        assert peer.closed_by_peer() == b""  # within WAIT, or the read times out
     still_serving(cluster)
 
 
@@ -119,11 +91,11 @@ def test_peer_that_connects_and_says_nothing_is_dropped(cluster) -> None:
 def test_malformed_frame_closes_only_that_connection(cluster, garbage: bytes) -> None:
     with cluster.remote() as client:
         dispatcher = client.dispatcher()  # an honest client, connected before
-        with raw_connection(cluster) as sock:
-            answer_challenge(sock, secret(cluster))
-            read_frame(sock)  # the JobManager's proof
-            sock.sendall(garbage)
-            closed_by_peer(sock)
+        with raw_peer(cluster) as peer:
+            peer.handshake(secret(cluster))
+            # A complete frame goes with a valid MAC: its payload is what is malformed.
+            peer.sock.sendall(peer.sealed(garbage[4:]) if len(garbage) > 4 else garbage)
+            peer.closed_by_peer()
         assert isinstance(dispatcher.list_jobs().result(WAIT), list)
     still_serving(cluster)
     log = next(p for p in cluster.processes if p.kind == "jobmanager").output()
@@ -195,3 +167,34 @@ def test_rest_submits_and_cancels_only_with_the_token(cluster) -> None:
     with cluster.remote() as client:
         details = client.dispatcher().request_job_details(job_id).result(WAIT)
     assert details.status.name == "CANCELED"
+
+
+class OtherVersionResourceManagerGateway(RpcGateway, Protocol):
+    """The ResourceManager's gateway as a client of another version has it."""
+
+    def heartbeat_from_task_manager(self, resource_id: str, load: float) -> None: ...
+
+
+class StopperGateway(RpcGateway, Protocol):
+    def close_async(self) -> None: ...
+
+
+def test_bad_calls_from_a_peer_do_not_stop_the_jobmanager(cluster) -> None:
+    from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+
+    jobmanager = next(p for p in cluster.processes if p.kind == "jobmanager")
+    with cluster.remote() as client:
+        service: TcpRpcService = client._rpc  # type: ignore[assignment]
+        address = f"tcp://{cluster.jobmanager}/resourcemanager"
+        other = service.connect(address, OtherVersionResourceManagerGateway).result(WAIT)
+        for _ in range(3):
+            other.heartbeat_from_task_manager("taskmanager-0-abcdef", 0.5)  # an extra argument
+        assert isinstance(client.dispatcher().list_jobs().result(WAIT), list)  # behind them
+        # A fatal error would stop the process within a second (the old code: exit 1 in 0.3 s).
+        for _ in range(20):
+            assert jobmanager.process.poll() is None, jobmanager.output()[-2000:]
+            time.sleep(0.1)
+        with pytest.raises(TypeError, match="does not serve close_async"):
+            service.connect(address, StopperGateway).result(WAIT)
+    still_serving(cluster)
+    assert "refused tell 'heartbeat_from_task_manager'" in jobmanager.output()

@@ -217,13 +217,26 @@ def test_exception_in_ask_fails_only_that_future(
 
 
 def test_exception_in_tell_goes_to_on_fatal_error_and_loop_continues(
-    endpoint: RecordingEndpoint, gateway: RecordingGateway
+    endpoint: RecordingEndpoint, gateway: RecordingGateway, caplog: pytest.LogCaptureFixture
 ) -> None:
     gateway.fail_tell("boom")
     assert gateway.increment().result(timeout=WAIT) == 1
+    if endpoint.address.startswith("local://"):  # a caller in this process: its bug is ours
+        [(error, thread)] = endpoint.fatal_errors
+        assert isinstance(error, ValueError) and str(error) == "boom"
+        assert thread is endpoint.start_thread
+    else:  # over TCP the caller is a peer: logged, never fatal (issue 9)
+        assert endpoint.fatal_errors == []
+        assert "tell fail_tell from 127.0.0.1:" in caplog.text and "boom" in caplog.text
+
+
+def test_exception_in_a_self_gateway_tell_is_fatal_on_every_transport(
+    endpoint: RecordingEndpoint,
+) -> None:
+    endpoint.get_self_gateway(RecordingGateway).fail_tell("own bug")
+    sync(endpoint)
     [(error, thread)] = endpoint.fatal_errors
-    assert isinstance(error, ValueError) and str(error) == "boom"
-    assert thread is endpoint.start_thread
+    assert str(error) == "own bug" and thread is endpoint.start_thread
 
 
 def test_exceptions_in_run_async_and_scheduled_runs_go_to_on_fatal_error(

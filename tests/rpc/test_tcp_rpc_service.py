@@ -6,6 +6,7 @@ transport has. All sockets are on 127.0.0.1 and closed by the fixtures.
 
 from __future__ import annotations
 
+import hmac
 import socket
 import struct
 import threading
@@ -22,6 +23,7 @@ from millrace.rpc import RpcEndpoint, RpcGateway
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
 from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.control_messages import control_message_codec
+from tests.rpc.raw_peer import CALL, REPLY, RawPeer, frame
 
 WAIT = 10.0
 SECRET = b"test-cluster-secret-0123456789"
@@ -85,54 +87,27 @@ def test_oversized_message_fails_only_that_call_and_sends_nothing(pair) -> None:
     assert endpoint.call_async(lambda: list(endpoint.values)).result(WAIT) == [b"small"]
 
 
-def raw_connect(server: TcpRpcService) -> socket.socket:
-    host, port = server.authority.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=WAIT)
-
-
-def authenticate(sock: socket.socket, secret: bytes = SECRET) -> None:
-    """Play the connector's side of the handshake by hand."""
-    import hashlib
-    import hmac
-
-    codec = control_message_codec()
-    hello = codec.decode(read_frame(sock))
-    proof = hmac.new(secret, b"connector" + hello[1], hashlib.sha256).digest()
-    payload = codec.encode([proof, b"n" * 32])
-    sock.sendall(struct.pack(">I", len(payload)) + payload)
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    (length,) = struct.unpack(">I", recv_exactly(sock, 4))
-    return recv_exactly(sock, length)
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
-def is_closed_by_peer(sock: socket.socket) -> bool:
-    sock.settimeout(WAIT)
-    try:
-        while sock.recv(4096):
-            pass
-    except ConnectionResetError:
-        pass
-    return True
+def raw_peer(server: TcpRpcService) -> RawPeer:
+    return RawPeer(int(server.authority.rsplit(":", 1)[1]))
 
 
 def test_wrong_secret_is_disconnected_and_learns_nothing(pair) -> None:
     server, _, _ = pair
-    with raw_connect(server) as sock:
-        authenticate(sock, b"not-the-secret-at-all-000")
-        sock.settimeout(WAIT)
-        assert sock.recv(4096) == b""  # closed, no proof of the secret, no error text
+    with raw_peer(server) as peer:
+        hello = peer.read_raw_frame()
+        answer = hmac.new(b"not-the-secret-at-all-000", b"millrace-2 connector" + hello, "sha256")
+        peer.sock.sendall(frame(answer.digest() + b"n" * 32))
+        assert peer.closed_by_peer() == b""  # closed, no proof of the secret, no error text
+
+
+def test_handshake_is_a_fixed_layout_and_binds_the_channel(pair) -> None:
+    server, _, endpoint = pair
+    with raw_peer(server) as peer:
+        peer.handshake(SECRET)  # checks HELLO's and CONFIRM's bytes against the format
+        number = peer.lookup("store", ["put", "size"])
+        peer.send([CALL, 7, number, "put", [b"by hand"], {}, None])
+        assert peer.receive() == [REPLY, 7, True, 7]  # the reply's MAC checked too
+    assert endpoint.call_async(lambda: list(endpoint.values)).result(WAIT) == [b"by hand"]
 
 
 def test_client_with_wrong_secret_cannot_connect(pair) -> None:
@@ -145,13 +120,11 @@ def test_client_with_wrong_secret_cannot_connect(pair) -> None:
         intruder.close_async().result(WAIT)
 
 
-def test_silent_peer_is_disconnected_after_the_lookup_timeout(pair) -> None:
+def test_silent_peer_is_disconnected_after_the_handshake_timeout(pair) -> None:
     server, _, _ = pair
-    with raw_connect(server) as sock:
-        read_frame(sock)  # the challenge; then say nothing
-        started = time.monotonic()
-        assert is_closed_by_peer(sock)
-        assert time.monotonic() - started < WAIT
+    with raw_peer(server) as peer:
+        peer.read_raw_frame()  # the challenge; then say nothing
+        assert peer.closed_by_peer() == b""  # within WAIT, or the read times out
 
 
 @pytest.mark.parametrize(
@@ -165,11 +138,11 @@ def test_silent_peer_is_disconnected_after_the_lookup_timeout(pair) -> None:
 def test_malformed_frame_closes_only_that_connection(pair, garbage: bytes) -> None:
     server, client, endpoint = pair
     gateway = client.connect(endpoint.address, StoreGateway).result(WAIT)
-    with raw_connect(server) as sock:
-        authenticate(sock)
-        read_frame(sock)  # the server's proof
-        sock.sendall(garbage)
-        assert is_closed_by_peer(sock)
+    with raw_peer(server) as peer:
+        peer.handshake(SECRET)
+        # With a valid MAC where the frame is complete: the payload itself is what is bad.
+        peer.sock.sendall(peer.sealed(garbage[4:]) if len(garbage) > 4 else garbage)
+        assert peer.closed_by_peer() == b""
     assert gateway.put(b"still fine").result(WAIT) == 10
 
 
@@ -255,8 +228,30 @@ def test_close_ends_the_io_threads(connected: bool) -> None:
         client.connect(endpoint.address, StoreGateway).result(WAIT).size().result(WAIT)
     for s in (client, server):
         s.close_async().result(timeout=WAIT)
-    names = ("closing-server-io", "closing-client-io")
+    names = tuple(
+        f"closing-{side}-{kind}" for side in ("server", "client") for kind in ("io", "keepalive")
+    )
     io_threads = [t for t in threading.enumerate() if t.name in names]
     for thread in io_threads:
         thread.join(timeout=WAIT)
     assert not [t.name for t in io_threads if t.is_alive()]
+
+
+def test_a_short_idle_timeout_on_one_side_keeps_an_idle_connection_alive() -> None:
+    quiet_server = service("quiet-server")  # rpc.idle-timeout 60 s: pings only after 20 s
+    eager_client = TcpRpcService(
+        "eager-client",
+        security=TransportSecurity(SECRET),
+        codec=control_message_codec(),
+        configuration=Configuration({"rpc.lookup-timeout": "500 ms", "rpc.idle-timeout": "300 ms"}),
+    )
+    try:
+        endpoint = StoreEndpoint(quiet_server)
+        endpoint.start()
+        gateway = eager_client.connect(endpoint.address, StoreGateway).result(WAIT)
+        assert gateway.size().result(WAIT) == 0
+        time.sleep(1.5)  # 5 idle timeouts of the client without a call: its pings are answered
+        assert gateway.size().result(WAIT) == 0  # the same connection
+    finally:
+        for s in (eager_client, quiet_server):
+            s.close_async().result(timeout=WAIT)

@@ -6,6 +6,11 @@ they run; ``--foreground`` runs the JobManager in this process instead (for supe
 tests). ``taskmanager start`` does the same for one TaskManager. ``cluster stop`` stops, by
 their recorded pids, the processes of this machine's cluster directory (TaskManagers first),
 with SIGTERM and, after a grace period, SIGKILL.
+
+A secret given by value (``-D security.cluster-secret=...``) reaches the processes started
+here through their environment (``MILLRACE_CLUSTER_SECRET``), never their command line, which
+every local user can read (issue 9). A foreground process moves it from its environment into
+its configuration at start, so the processes it starts in turn (Spark's JVM) do not inherit it.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from millrace.cli.cli_configuration import (
     load_configuration_or_exit,
 )
 from millrace.cli.remote_cluster import resolve_jobmanager
-from millrace.config import ClusterOptions, Configuration
+from millrace.config import ClusterOptions, Configuration, SecurityOptions
 from millrace.errors import ConfigError
+from millrace.rpc.tcp.transport_security import SECRET_ENVIRONMENT_VARIABLE
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
 
 __all__ = ["cluster_app", "taskmanager_app"]
@@ -59,6 +65,7 @@ def cluster_start(
     console = Console()
     conf = load_configuration_or_exit(console, config_file, dynamic)
     if foreground:
+        conf = _secret_from_environment(conf)
         from millrace.runtime.entrypoint.standalone_session_cluster_entrypoint import (
             StandaloneSessionClusterEntrypoint,
         )
@@ -123,11 +130,21 @@ def taskmanager_start(
         console.print(f"[red]{error}[/]")
         raise typer.Exit(2) from None
     if foreground:
+        conf = _secret_from_environment(conf)
         from millrace.runtime.taskexecutor.task_manager_runner import TaskManagerRunner
 
         configure_logging(conf, "taskmanager", stderr=True)
         raise typer.Exit(_run_process(console, TaskManagerRunner(conf, address).run))
     _start_taskmanager_daemon(console, conf, address, dynamic, config_file)
+
+
+def _secret_from_environment(conf: Configuration) -> Configuration:
+    """``conf`` with the secret of ``MILLRACE_CLUSTER_SECRET`` (removed from this process's
+    environment, so that its children do not inherit it), unless ``conf`` sets one."""
+    secret = os.environ.pop(SECRET_ENVIRONMENT_VARIABLE, "")
+    if not secret or conf.get(SecurityOptions.CLUSTER_SECRET):
+        return conf
+    return conf.with_overrides({SecurityOptions.CLUSTER_SECRET.key: secret})
 
 
 def _run_process(console: Console, run: Callable[[], int]) -> int:
@@ -166,13 +183,24 @@ def _spawn(
     log_dir.mkdir(parents=True, exist_ok=True)
     out = log_dir / f"{command[0]}-{time.strftime('%Y%m%d-%H%M%S')}.out"
     args = [sys.executable, "-m", "millrace.cli.main", *command]
+    environment = dict(os.environ)
+    secret_key = SecurityOptions.CLUSTER_SECRET.key
     for pair in dynamic:
+        key, _, value = pair.partition("=")
+        if key.strip() == secret_key:  # never on a command line: every local user sees those
+            environment[SECRET_ENVIRONMENT_VARIABLE] = value.strip()
+            continue
         args += ["-D", pair]
     if config_file is not None:
         args += ["--config", str(config_file)]
     with open(out, "ab") as sink:
         process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+            env=environment,
         )
     files = ClusterFiles(conf)
     deadline = time.monotonic() + _START_TIMEOUT

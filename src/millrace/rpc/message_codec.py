@@ -7,6 +7,17 @@ each value against the field's annotation (int, float, str, bool, bytes, None, l
 dict, unions, NewTypes and other registered classes), so a peer cannot make this process build
 arbitrary objects. Anything unregistered fails to encode with CodecError; user code travels
 only inside job artifacts, never through this codec.
+
+Limits, so that no input can exhaust the decoding thread (issue 9):
+
+* size: bounded by the frame (``rpc.framesize``; msgpack lengths cannot exceed the bytes given);
+* nesting of registered messages: at most :data:`MAX_MESSAGE_DEPTH` (16) extension values inside
+  one another (the control messages nest 4 deep). Each level is decoded by its own reusable
+  ``msgpack.Unpacker``, whose parse stack lives on the heap, so decoding uses a few KiB of C
+  stack whatever the input (``msgpack.unpackb`` puts a ~40 KiB parse stack on the C stack per
+  call: a recursion through it is what crashed a thread of 1 MiB at ~25 levels). Deeper input
+  fails with CodecError, and encoding refuses to produce it;
+* nesting of lists and maps: at most 1024 (msgpack's own parse stack; not recursive in C).
 """
 
 from __future__ import annotations
@@ -22,10 +33,12 @@ import msgpack
 
 from millrace.errors import RpcError
 
-__all__ = ["CodecError", "MessageCodec"]
+__all__ = ["MAX_MESSAGE_DEPTH", "CodecError", "MessageCodec"]
 
 _OBJECT = 1  # msgpack extension code of a registered dataclass
 _ENUM = 2  # msgpack extension code of a registered enum member
+MAX_MESSAGE_DEPTH = 16  # registered messages nested in one another, at most
+_POOLED_BODY_BYTES = 64 * 1024  # larger bodies get a one-off Unpacker (no buffer kept)
 
 
 class CodecError(RpcError):
@@ -35,17 +48,27 @@ class CodecError(RpcError):
 class MessageCodec:
     """Registry of message classes and their msgpack encoding.
 
+    Args:
+        max_depth: Registered messages nested in one another, at most (see the module
+            docstring); deeper input fails to decode and deeper values fail to encode.
+
     Threading:
         Register everything before use; encoding and decoding are then thread-safe (each
-        thread encodes with its own ``msgpack.Packer``, reused: building one costs more than
-        packing a small message).
+        thread encodes with its own ``msgpack.Packer`` and decodes nested messages with its own
+        ``msgpack.Unpacker`` per level, reused: building one costs more than a small message).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_depth: int = MAX_MESSAGE_DEPTH) -> None:
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be >= 1, got {max_depth}")
+        self._max_depth = max_depth
         self._ids: dict[type, int] = {}
         self._classes: dict[int, type] = {}
         self._hints: dict[type, list[tuple[str, Any]]] = {}
         self._packers = threading.local()  # .idle: this thread's Packer when not in use
+        # This thread's decoding state: .depth (extension levels being decoded), .unpackers
+        # (one reusable Unpacker per level), .encode_depth.
+        self._local = threading.local()
 
     def register(self, type_id: int, cls: type) -> None:
         """Register dataclass or Enum ``cls`` under ``type_id``.
@@ -86,14 +109,15 @@ class MessageCodec:
         finally:
             packers.idle = packer
 
-    def decode(self, data: bytes) -> Any:
+    def decode(self, data: bytes | memoryview) -> Any:
         """The value encoded in ``data``.
 
         Raises:
-            CodecError: If ``data`` is not msgpack, names an unknown type id, or a field does
-                not match its declared type.
+            CodecError: If ``data`` is not one msgpack value, names an unknown type id, nests
+                registered messages deeper than ``max_depth``, or a field does not match its
+                declared type. Nothing else: any input fails with CodecError alone.
         """
-        try:
+        try:  # the extension hook restores its depth counter whatever happens
             return msgpack.unpackb(data, ext_hook=self._ext_hook, raw=False, strict_map_key=False)
         except CodecError:
             raise
@@ -116,10 +140,68 @@ class MessageCodec:
             body = [type_id, value.name]
             return msgpack.ExtType(_ENUM, self.encode(body))
         fields = [getattr(value, name) for name, _ in self._hints[cls]]
-        return msgpack.ExtType(_OBJECT, self.encode([type_id, *fields]))
+        local = self._local
+        depth = getattr(local, "encode_depth", 0)
+        if depth >= self._max_depth:
+            raise CodecError(
+                f"{cls.__name__} is nested in {depth} registered messages; the codec accepts "
+                f"{self._max_depth} levels"
+            )
+        local.encode_depth = depth + 1
+        try:
+            return msgpack.ExtType(_OBJECT, self.encode([type_id, *fields]))
+        finally:
+            local.encode_depth = depth
+
+    def _unpack_body(self, data: bytes, depth: int) -> Any:
+        """The msgpack value of an extension body at nesting level ``depth`` (0: outermost)."""
+        if len(data) > _POOLED_BODY_BYTES:
+            unpacker = self._new_unpacker(len(data))
+            unpacker.feed(data)
+            body = unpacker.unpack()
+            if unpacker.tell() != len(data):
+                raise CodecError(f"{len(data) - unpacker.tell()} bytes after an extension body")
+            return body
+        local = self._local
+        unpackers: list[Any] | None = getattr(local, "unpackers", None)
+        if unpackers is None:
+            unpackers = local.unpackers = []
+        while len(unpackers) <= depth:
+            unpackers.append(self._new_unpacker(_POOLED_BODY_BYTES))
+        unpacker = unpackers[depth]
+        start = unpacker.tell()
+        unpacker.feed(data)
+        try:
+            body = unpacker.unpack()
+            used = unpacker.tell() - start
+            if used != len(data):
+                raise CodecError(f"{len(data) - used} bytes after an extension body")
+        except BaseException:
+            unpackers[depth] = self._new_unpacker(_POOLED_BODY_BYTES)  # may hold leftovers
+            raise
+        return body
+
+    def _new_unpacker(self, max_buffer_bytes: int) -> Any:
+        return msgpack.Unpacker(
+            ext_hook=self._ext_hook,
+            raw=False,
+            strict_map_key=False,
+            max_buffer_size=max(max_buffer_bytes, 1),
+        )
 
     def _ext_hook(self, code: int, data: bytes) -> Any:
-        body = self.decode(data)
+        local = self._local
+        depth = getattr(local, "depth", 0)  # 0 on a thread's first extension
+        if depth >= self._max_depth:
+            raise CodecError(
+                f"registered messages nested deeper than {self._max_depth} levels "
+                "(MessageCodec max_depth)"
+            )
+        local.depth = depth + 1
+        try:
+            body = self._unpack_body(data, depth)
+        finally:
+            local.depth = depth
         if code not in (_OBJECT, _ENUM) or not isinstance(body, list) or not body:
             raise CodecError(f"unknown msgpack extension {code}")
         type_id, *values = body

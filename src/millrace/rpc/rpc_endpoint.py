@@ -5,8 +5,11 @@ Gateway calls, ``run_async``/``call_async``, scheduled runs, ``on_start`` and ``
 there, one at a time, so an endpoint's state needs no locks. Timers live in the same loop: a
 heap owned by the main thread, woken by the Clock (see :class:`~millrace.rpc.rpc_server.RpcServer`).
 
-Errors: an exception in an ask fails that caller's future; one in a tell, ``run_async`` or a
-scheduled run is unexpected and goes to :meth:`RpcEndpoint.on_fatal_error`. Neither ends the loop.
+Errors: an exception in an ask fails that caller's future; one in a local tell, ``run_async``
+or a scheduled run is unexpected and goes to :meth:`RpcEndpoint.on_fatal_error`. A tell that
+came over the network and fails is logged, never fatal: a peer must not be able to stop the
+process (issue 9). Neither ends the loop. Remote peers reach only the methods of the gateways
+the endpoint declares (:mod:`~millrace.rpc.remote_calls`).
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class RpcEndpoint:
         starting with ``_rpc_`` (the base class's own).
     """
 
+    _rpc_implements: tuple[GatewayType[RpcGateway], ...] = ()  # named in the class statement
+
     def __init_subclass__(
         cls, *, implements: tuple[GatewayType[RpcGateway], ...] = (), **kwargs: Any
     ) -> None:
@@ -79,6 +84,7 @@ class RpcEndpoint:
         super().__init_subclass__(**kwargs)
         for gateway_type in implements:
             _check_implements(cls, gateway_type)
+        cls._rpc_implements = tuple(implements)  # read by rpc.remote_calls.declared_gateways
 
     def __init__(self, rpc_service: RpcService, endpoint_id: str) -> None:
         if not endpoint_id or "/" in endpoint_id:

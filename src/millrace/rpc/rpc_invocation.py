@@ -22,6 +22,8 @@ class RpcInvocation:
         kwargs: Keyword arguments.
         fencing_token: The caller's fencing token; None for an unfenced gateway.
         reply: Future completed with the method's result for an ask; None for a tell.
+        origin: The peer (``host:port``) of a call that came over the network; None for a
+            call made in this process. A failing remote tell is logged, not fatal.
 
     Threading:
         Built in the caller's thread, read in the endpoint's main thread; not modified after
@@ -33,6 +35,7 @@ class RpcInvocation:
     kwargs: dict[str, Any]
     fencing_token: object | None
     reply: Future[Any] | None
+    origin: str | None = None
 
     @property
     def is_tell(self) -> bool:

@@ -242,10 +242,18 @@ class RpcServer:
                 method = self._resolve(invocation.method_name)
             result = method(*invocation.args, **invocation.kwargs)
         except Exception as exc:
-            if reply is None:
-                self._endpoint._rpc_handle_unexpected(exc)
-            else:
+            if reply is not None:
                 fail(reply, exc)
+            elif invocation.origin is None:
+                self._endpoint._rpc_handle_unexpected(exc)
+            else:  # a peer's tell: its failure is the peer's, not this process's (issue 9)
+                logger.error(
+                    "tell %s from %s failed on RPC endpoint %s",
+                    invocation.method_name,
+                    invocation.origin,
+                    self._endpoint_id,
+                    exc_info=exc,
+                )
             return
         if reply is not None:
             self._reply(result, reply)

@@ -6,107 +6,56 @@ Wire messages (msgpack lists, encoded by the service's MessageCodec, one per fra
 - ``[REPLY, call_id, ok, value_or_error]``
 - ``[LOOKUP, lookup_id, endpoint_id, method_names]`` -> ``[FOUND, lookup_id, endpoint_no,
   error]``: endpoints get compact numbers per connection, so calls do not carry addresses.
+- ``[PING, 0]`` -> ``[PONG, 0]``: keepalive. A side that has heard nothing from its peer for a
+  third of its ``rpc.idle-timeout`` pings; the peer answers at once, whatever its own
+  settings, so liveness depends only on the checking side's configuration.
 
-Handshake (before any message is accepted): the acceptor sends a nonce, the connector answers
-``HMAC-SHA256(secret, nonce)`` and a nonce of its own, the acceptor proves the secret back. A
-peer that fails, or says nothing within the lookup timeout, is disconnected and told nothing.
+The connection starts after the handshake (``handshake.py``); without TLS every frame carries
+a MAC (``channel_mac.py``), checked by the link before a message reaches this class. A reply
+that cannot be understood fails the call it answers, at once, and nothing else.
 
 Calls and replies are written by the thread that makes them (a caller's thread, an endpoint's
 main thread) straight to the socket, see :class:`~millrace.rpc.tcp.socket_link.SocketLink`;
 incoming frames are read and dispatched on the service's event-loop thread.
 
 Threading:
-    :meth:`Connection.request`, :meth:`Connection.send` and :meth:`Connection.close_threadsafe`:
-    any thread. Everything else: the event-loop thread.
+    :meth:`Connection.request`, :meth:`Connection.send`, :meth:`Connection.ping` and
+    :meth:`Connection.close_threadsafe`: any thread. Everything else: the event-loop thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import itertools
 import logging
-import os
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from millrace.errors import AuthenticationError, RecipientUnreachableError
+from millrace.errors import RecipientUnreachableError, RemoteRpcError
 from millrace.rpc._futures import complete, fail
 from millrace.rpc.message_codec import CodecError, MessageCodec
+from millrace.rpc.tcp.channel_mac import ChannelMac
 from millrace.rpc.tcp.framing import ConnectionClosedError, encode_frame
 from millrace.rpc.tcp.remote_errors import error_from_wire
 from millrace.rpc.tcp.socket_link import SocketLink
 
-__all__ = [
-    "CALL",
-    "FOUND",
-    "HANDSHAKE_LIMIT_BYTES",
-    "LOOKUP",
-    "REPLY",
-    "Connection",
-    "handshake_accept",
-    "handshake_connect",
-]
+__all__ = ["CALL", "FOUND", "LOOKUP", "PING", "PONG", "REPLY", "Connection"]
 
 logger = logging.getLogger(__name__)
 
-CALL, REPLY, LOOKUP, FOUND = 0, 1, 2, 3
-HANDSHAKE_LIMIT_BYTES = 256  # the largest frame accepted before authentication
-_NONCE_BYTES = 32
+CALL, REPLY, LOOKUP, FOUND, PING, PONG = 0, 1, 2, 3, 4, 5
+_PING_FRAME = encode_frame(b"\x92\x04\x00", 16)  # msgpack [PING, 0]
+_PONG_FRAME = encode_frame(b"\x92\x05\x00", 16)  # msgpack [PONG, 0]
 _SWEEP_MIN_SIZE = 1024  # pending calls before abandoned (timed-out) ones are swept
 
 
-def _proof(secret: bytes, nonce: bytes, role: bytes) -> bytes:
-    return hmac.new(secret, role + nonce, hashlib.sha256).digest()
-
-
-def _handshake_frame(codec: MessageCodec, value: Any) -> bytes:
-    return encode_frame(codec.encode(value), HANDSHAKE_LIMIT_BYTES)
-
-
-async def _read(link: SocketLink, codec: MessageCodec, timeout: float) -> Any:
-    return codec.decode(await asyncio.wait_for(link.read_frame(), timeout))
-
-
-async def handshake_accept(
-    link: SocketLink, codec: MessageCodec, secret: bytes, timeout: float
-) -> None:
-    """Acceptor side. Raises AuthenticationError, ConnectionClosedError or TimeoutError."""
-    nonce = os.urandom(_NONCE_BYTES)
-    link.write(_handshake_frame(codec, [b"millrace-1", nonce]))
-    answer = await _read(link, codec, timeout)
-    if not (
-        isinstance(answer, list) and len(answer) == 2 and all(isinstance(a, bytes) for a in answer)
-    ):
-        raise AuthenticationError("malformed handshake answer")
-    proof, peer_nonce = answer
-    if not hmac.compare_digest(proof, _proof(secret, nonce, b"connector")):
-        raise AuthenticationError("wrong cluster secret")
-    link.write(_handshake_frame(codec, _proof(secret, peer_nonce, b"acceptor")))
-
-
-async def handshake_connect(
-    link: SocketLink, codec: MessageCodec, secret: bytes, timeout: float
-) -> None:
-    """Connector side. Raises AuthenticationError, ConnectionClosedError or TimeoutError."""
-    hello = await _read(link, codec, timeout)
-    if not (
-        isinstance(hello, list)
-        and len(hello) == 2
-        and hello[0] == b"millrace-1"
-        and isinstance(hello[1], bytes)
-    ):
-        raise AuthenticationError("the peer is not a Millrace RPC endpoint")
-    nonce = os.urandom(_NONCE_BYTES)
-    link.write(_handshake_frame(codec, [_proof(secret, hello[1], b"connector"), nonce]))
-    proof = await _read(link, codec, timeout)
-    if not (
-        isinstance(proof, bytes) and hmac.compare_digest(proof, _proof(secret, nonce, b"acceptor"))
-    ):
-        raise AuthenticationError("the peer does not know the cluster secret")
+def _describe(value: Any) -> str:
+    """A short description of a decoded value that never walks it (it may nest deeply)."""
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    return f"a {type(value).__name__}"
 
 
 class Connection:
@@ -119,6 +68,9 @@ class Connection:
         on_message: ``(connection, message)`` for CALL and LOOKUP messages from the peer, on
             the loop thread.
         on_closed: Called once when the connection ends, on the loop thread.
+        mac: The channel MAC of a connection without TLS (see ``handshake.py``).
+        max_unsent_bytes: ``rpc.write-queue.max-size``: unsent bytes before the connection is
+            closed (a peer that does not read).
 
     Threading:
         Construct on the loop thread; see the module docstring.
@@ -131,6 +83,9 @@ class Connection:
         limit_bytes: int,
         on_message: Callable[[Connection, list[Any]], None],
         on_closed: Callable[[Connection], None],
+        *,
+        mac: ChannelMac | None = None,
+        max_unsent_bytes: int | None = None,
     ) -> None:
         self.peer = link.peer
         self._link = link
@@ -138,6 +93,8 @@ class Connection:
         self._limit = limit_bytes
         self._on_message = on_message
         self._on_closed = on_closed
+        self._mac = mac
+        self._max_unsent = max_unsent_bytes
         self._loop = asyncio.get_running_loop()
         # Written by callers on any thread, popped by the loop thread: single dict operations,
         # atomic in CPython. A call that timed out stays until its reply or a sweep drops it.
@@ -145,7 +102,7 @@ class Connection:
         self._sweep_at = _SWEEP_MIN_SIZE
         self._ids = itertools.count(1)
         self.closed = False
-        self.exported: dict[int, Any] = {}  # endpoint number -> endpoint (acceptor side)
+        self.exported: dict[int, Any] = {}  # endpoint number -> ExportedEndpoint (acceptor)
 
     def start(self) -> None:
         """Start reading: from now on the peer's messages are dispatched.
@@ -153,7 +110,27 @@ class Connection:
         Threading:
             Loop thread.
         """
-        self._link.start(self._on_frame, self.close, self._limit)
+        self._link.start(
+            self._on_frame,
+            self.close,
+            self._limit,
+            mac=self._mac,
+            max_unsent_bytes=self._max_unsent,
+        )
+
+    @property
+    def last_received(self) -> float:
+        """``time.monotonic()`` when the peer last sent anything (loop thread)."""
+        return self._link.last_received
+
+    def ping(self) -> None:
+        """Send a PING (keepalive; the peer answers PONG); dropped if the connection is closed.
+
+        Threading:
+            Any thread.
+        """
+        with contextlib.suppress(ConnectionClosedError):
+            self._link.write(_PING_FRAME)
 
     # Any thread ----------------------------------------------------------------------------------
 
@@ -223,16 +200,16 @@ class Connection:
                 pending.pop(call_id, None)
         self._sweep_at = max(2 * len(pending), _SWEEP_MIN_SIZE)
 
-    def _on_frame(self, payload: bytes) -> None:
+    def _on_frame(self, payload: bytes | memoryview) -> None:
         try:
             message = self._codec.decode(payload)
             if not (
                 isinstance(message, list)
                 and len(message) >= 2
-                and isinstance(message[0], int)
-                and isinstance(message[1], int)
+                and type(message[0]) is int
+                and type(message[1]) is int
             ):
-                raise CodecError(f"not a wire message: {str(message)[:80]}")
+                raise CodecError(f"not a wire message: {_describe(message)}")
         except CodecError as error:
             reason = f"malformed frame: {error}"
             logger.warning("closing connection with %s: %s", self.peer, reason)
@@ -242,6 +219,12 @@ class Connection:
         if kind in (REPLY, FOUND):
             self._complete(message)
             return
+        if kind == PING:
+            with contextlib.suppress(ConnectionClosedError):
+                self._link.write(_PONG_FRAME)
+            return
+        if kind == PONG:
+            return
         try:
             self._on_message(self, message)
         except Exception:
@@ -249,15 +232,24 @@ class Connection:
             self.close("message handling failed")
 
     def _complete(self, message: list[Any]) -> None:
+        """Complete the call ``message`` answers; a malformed answer fails that call alone."""
         future = self._pending.pop(message[1], None)
         if future is None:
             return  # timed out meanwhile
-        if message[0] == FOUND:
-            complete(future, message)
-        elif len(message) == 4 and message[2] is True:
-            complete(future, message[3])
-        else:
-            fail(future, error_from_wire(message[3] if len(message) == 4 else None))
+        try:
+            if message[0] == FOUND:
+                if not _is_lookup_answer(message):
+                    raise CodecError(f"malformed lookup answer ({_describe(message)})")
+                complete(future, message)
+            elif len(message) == 4 and message[2] is True:
+                complete(future, message[3])
+            elif len(message) == 4 and message[2] is False:
+                fail(future, error_from_wire(message[3]))
+            else:
+                raise CodecError(f"malformed reply ({_describe(message)})")
+        except Exception as error:  # whatever the peer sent: this call fails, nothing else
+            logger.warning("malformed answer from %s: %s", self.peer, error)
+            fail(future, RemoteRpcError("malformed reply", f"{type(error).__name__}: {error}"))
 
     def close(self, reason: str) -> None:
         """Close the socket and fail every pending call with RecipientUnreachableError."""
@@ -270,3 +262,13 @@ class Connection:
             _, future = pending.popitem()
             fail(future, RecipientUnreachableError(self.peer, f"connection closed: {reason}"))
         self._on_closed(self)
+
+
+def _is_lookup_answer(message: list[Any]) -> bool:
+    """``[FOUND, id, endpoint number or None, error text or None]``, one of them None."""
+    if len(message) != 4:
+        return False
+    number, error = message[2], message[3]
+    if error is None:
+        return type(number) is int and number > 0
+    return number is None and isinstance(error, str)

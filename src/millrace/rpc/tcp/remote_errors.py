@@ -2,7 +2,8 @@
 
 The receiver rebuilds it only when the class is a builtin exception or a Millrace error (never
 by running a constructor or unpickling); anything else becomes ``RemoteRpcError`` carrying the
-remote class name and message.
+remote class name and message. Decoding an error never raises: whatever a peer sends as an
+error becomes an exception of the call it answers (issue 9).
 """
 
 from __future__ import annotations
@@ -26,31 +27,47 @@ def error_to_wire(error: BaseException) -> list[Any]:
 
 
 def error_from_wire(wire: Any) -> BaseException:
-    """The exception described by ``wire`` (see ``error_to_wire``)."""
-    try:
-        module, qualname, args, attrs = wire
-    except (TypeError, ValueError):
-        return errors.RemoteRpcError("unknown", repr(wire)[:200])
+    """The exception described by ``wire`` (see ``error_to_wire``).
+
+    Returns:
+        The rebuilt exception, or ``RemoteRpcError`` for a class that may not be rebuilt here
+        and for anything malformed. Never raises.
+    """
+    if not (isinstance(wire, list) and len(wire) == 4):
+        return errors.RemoteRpcError("unknown", f"malformed error ({type(wire).__name__})")
+    module, qualname, args, attrs = wire
+    if not (isinstance(module, str) and isinstance(qualname, str)):
+        return errors.RemoteRpcError("unknown", "malformed error (class name)")
+    plain_args = tuple(a for a in args if isinstance(a, _PLAIN)) if isinstance(args, list) else ()
     cls = _allowed_class(module, qualname)
     if cls is None:
-        message = str(args[0]) if isinstance(args, list) and args else ""
+        message = str(plain_args[0]) if plain_args else ""
         return errors.RemoteRpcError(f"{module}.{qualname}", message)
-    error = cls.__new__(cls)
-    error.args = tuple(args) if isinstance(args, list) else ()
-    if isinstance(attrs, dict):
-        for key, value in attrs.items():
-            if isinstance(key, str) and isinstance(value, _PLAIN):
-                setattr(error, key, value)
+    try:
+        error = cls.__new__(cls)
+        error.args = plain_args
+        if isinstance(attrs, dict):
+            for key, value in attrs.items():
+                if isinstance(key, str) and not key.startswith("_") and isinstance(value, _PLAIN):
+                    setattr(error, key, value)
+    except Exception as failure:  # e.g. a read-only attribute: keep what the peer meant
+        message = str(plain_args[0]) if plain_args else ""
+        return errors.RemoteRpcError(
+            f"{module}.{qualname}", f"{message} (not rebuilt: {type(failure).__name__})"
+        )
     return error
 
 
-def _allowed_class(module: Any, qualname: Any) -> type[BaseException] | None:
+_ERROR_MODULES = ("millrace.errors", "millrace.rpc.message_codec", "millrace.rpc.tcp.framing")
+
+
+def _allowed_class(module: str, qualname: str) -> type[BaseException] | None:
     if module == "builtins":
-        cls = getattr(builtins, str(qualname), None)
-    elif module in ("millrace.errors", "millrace.rpc.message_codec", "millrace.rpc.tcp.framing"):
+        cls = getattr(builtins, qualname, None)
+    elif module in _ERROR_MODULES:
         import importlib
 
-        cls = getattr(importlib.import_module(module), str(qualname), None)
+        cls = getattr(importlib.import_module(module), qualname, None)
     else:
         return None
     if isinstance(cls, type) and issubclass(cls, Exception):

@@ -12,7 +12,15 @@ is full the loop takes over: it sends the rest once the socket is writable, and 
 behind it meanwhile.
 
 With TLS, an ``ssl.SSLObject`` over memory BIOs encrypts and decrypts; the write lock also
-guards it, so records leave in the order they were sealed.
+guards it, so records leave in the order they were sealed. Without TLS, an authenticated link
+may carry a :class:`~millrace.rpc.tcp.channel_mac.ChannelMac`: what one send takes is sealed
+as records under the write lock (in wire order), and records are checked as they are read.
+
+Resources (issue 9): until :meth:`start` (the peer is authenticated) a link holds no read
+buffer and reads at most a few KiB at a time; the 256 KiB read buffer is allocated by
+``start``. Bytes written but not yet taken by the peer are bounded (``max_unsent_bytes``,
+``rpc.write-queue.max-size``): a peer that stops reading loses the connection, with a log line,
+instead of growing this process's memory.
 
 Threading:
     ``write`` and ``closed``: any thread. Everything else: the loop thread.
@@ -31,6 +39,7 @@ import time
 from collections.abc import Callable
 
 from millrace.errors import FrameSizeError
+from millrace.rpc.tcp.channel_mac import ChannelMac, FrameMacError
 from millrace.rpc.tcp.framing import ConnectionClosedError, FrameDecoder
 
 __all__ = ["SocketLink"]
@@ -38,7 +47,9 @@ __all__ = ["SocketLink"]
 logger = logging.getLogger(__name__)
 
 _RECV_BYTES = 256 * 1024  # read buffer; reused: recv(256 KiB) would map fresh memory per call
-_HANDSHAKE_RECV_BYTES = 64 * 1024
+_HANDSHAKE_RECV_BYTES = 4096  # one read before authentication (frames of <= 64 bytes)
+_TLS_HANDSHAKE_RECV_BYTES = 17 * 1024  # one TLS record at most
+_TLS_READ_BYTES = 64 * 1024  # plaintext taken from the TLS object per read call
 _BUSY_WINDOW = 20e-6  # seconds: a frame this soon after the last send waits for the batch
 
 
@@ -66,13 +77,14 @@ class SocketLink:
         self._sock = sock
         self._fd = sock.fileno()
         self._decoder = FrameDecoder(limit_bytes)
-        self._buffer = bytearray(_RECV_BYTES)
+        self._buffer = bytearray(0)  # the read buffer is allocated by start(): authenticated
         self._view = memoryview(self._buffer)
+        self._mac: ChannelMac | None = None
         self._tls: ssl.SSLObject | None = None
         self._tls_in = ssl.MemoryBIO()
         self._tls_out = ssl.MemoryBIO()
         self._received: collections.deque[bytes] = collections.deque()  # before start()
-        self._on_frame: Callable[[bytes], None] | None = None
+        self._on_frame: Callable[[bytes | memoryview], None] | None = None
         self._on_lost: Callable[[str], None] | None = None
         # Write side: the queue is appended to by any thread; the rest is guarded by _lock.
         self._queue: collections.deque[bytes] = collections.deque()
@@ -80,6 +92,11 @@ class SocketLink:
         self._backlog: memoryview | None = None  # unsent bytes while the socket is full
         self._flush_scheduled = False
         self._last_send = 0.0  # time.monotonic() of the last send
+        self._max_unsent = 1 << 62  # set by start()
+        self._unsent_lock = threading.Lock()  # guards _unsent_queued
+        self._unsent_queued = 0  # bytes queued while the socket is full (approximate: +-1 batch)
+        self._overflowing = False
+        self.last_received = time.monotonic()  # of the last bytes read (loop thread)
         self.closed = False
 
     # Setup (loop thread, before start) -----------------------------------------------------------
@@ -103,7 +120,7 @@ class SocketLink:
                 await self._loop.sock_sendall(self._sock, out)
             if done:
                 break
-            data = await self._loop.sock_recv(self._sock, _HANDSHAKE_RECV_BYTES)
+            data = await self._loop.sock_recv(self._sock, _TLS_HANDSHAKE_RECV_BYTES)
             if not data:
                 raise ConnectionClosedError("connection closed during the TLS handshake")
             self._tls_in.write(data)
@@ -132,27 +149,51 @@ class SocketLink:
             self._received.extend(self._decoder.feed(data))
         return self._received.popleft()
 
+    async def send_handshake(self, frame: bytes) -> None:
+        """Send a handshake frame now (encrypted with TLS); before :meth:`start` only.
+
+        Raises:
+            OSError: If the socket fails.
+        """
+        if self._tls is not None:
+            with self._lock:
+                frame = self._encrypt(frame)
+        self._last_send = time.monotonic()
+        await self._loop.sock_sendall(self._sock, frame)
+
     def start(
         self,
-        on_frame: Callable[[bytes], None],
+        on_frame: Callable[[bytes | memoryview], None],
         on_lost: Callable[[str], None],
         limit_bytes: int,
+        *,
+        mac: ChannelMac | None = None,
+        max_unsent_bytes: int | None = None,
     ) -> None:
         """Deliver every incoming frame to ``on_frame`` from now on, on the loop thread.
 
         Args:
             on_frame: Called with each payload; it may call :meth:`close`.
-            on_lost: Called once with the reason when the peer closes, the socket fails or an
-                incoming frame is oversized or undecryptable (logged as a warning); the link
+            on_lost: Called once with the reason when the peer closes, the socket fails, an
+                incoming frame is oversized, undecryptable or fails its MAC (logged as a
+                warning), or the peer leaves more than ``max_unsent_bytes`` unread; the link
                 is closed by then.
-            limit_bytes: ``rpc.framesize``: the largest incoming frame from now on.
+            limit_bytes: ``rpc.framesize``: the largest incoming payload from now on.
+            mac: Seal and check every frame from now on (channel binding without TLS).
+            max_unsent_bytes: ``rpc.write-queue.max-size``; None: unbounded.
         """
-        self._decoder.limit_bytes = limit_bytes
+        self._buffer = bytearray(_RECV_BYTES)
+        self._view = memoryview(self._buffer)
+        self._decoder.limit_bytes = mac.record_limit_bytes if mac is not None else limit_bytes
+        self._mac = mac
+        if max_unsent_bytes is not None:
+            self._max_unsent = max_unsent_bytes
         self._on_frame = on_frame
         self._on_lost = on_lost
+        self.last_received = time.monotonic()
         self._loop.add_reader(self._fd, self._readable)
-        while self._received and not self.closed:
-            on_frame(self._received.popleft())
+        self._deliver(list(self._received))
+        self._received.clear()
 
     # Any thread ----------------------------------------------------------------------------------
 
@@ -169,6 +210,8 @@ class SocketLink:
             raise ConnectionClosedError(f"connection with {self.peer} is closed")
         self._queue.append(frame)
         if self._backlog is not None or self._flush_scheduled:
+            if self._backlog is not None:  # the peer is not keeping up: count what waits
+                self._count_unsent(len(frame))
             return  # the loop sends the queue: once the socket drained, or on its next turn
         if time.monotonic() - self._last_send < _BUSY_WINDOW:
             self._flush_scheduled = True  # busy: batch until the loop's next turn
@@ -178,6 +221,22 @@ class SocketLink:
                 self._call_soon_threadsafe(self._scheduled_flush)
             return
         self._flush()
+
+    def _count_unsent(self, size: int) -> None:
+        with self._unsent_lock:
+            self._unsent_queued += size
+            unsent = self._unsent_queued
+        backlog = self._backlog
+        if backlog is not None:
+            unsent += len(backlog)
+        if unsent > self._max_unsent and not self._overflowing:
+            self._overflowing = True
+            reason = (
+                f"the peer does not read: {unsent} bytes unsent exceed "
+                f"rpc.write-queue.max-size={self._max_unsent}"
+            )
+            logger.warning("closing connection with %s: %s", self.peer, reason)
+            self._lost_threadsafe(reason)
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
@@ -198,10 +257,16 @@ class SocketLink:
         queue = self._queue
         while queue and self._backlog is None and not self.closed:
             count = len(queue)  # only the lock holder pops: exactly these are ours
-            if count == 1:
-                data = queue.popleft()
+            frames = [queue.popleft()] if count == 1 else [queue.popleft() for _ in range(count)]
+            if self._unsent_queued:
+                popped = sum(map(len, frames))
+                with self._unsent_lock:
+                    self._unsent_queued = max(0, self._unsent_queued - popped)
+            mac = self._mac
+            if mac is not None:
+                data = mac.seal(frames)
             else:
-                data = b"".join([queue.popleft() for _ in range(count)])
+                data = frames[0] if count == 1 else b"".join(frames)
             if self._tls is not None:
                 data = self._encrypt(data)
             self._send(data)
@@ -218,6 +283,8 @@ class SocketLink:
             return
         if sent < len(data):
             self._backlog = memoryview(data)[sent:]
+            with self._unsent_lock:
+                self._unsent_queued = 0  # what was queued is in the backlog now
             if self._on_loop_thread():
                 self._loop.add_writer(self._fd, self._writable)
             else:
@@ -252,7 +319,7 @@ class SocketLink:
         self._tls_in.write(data)
         chunks = []
         with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLZeroReturnError):
-            while chunk := tls.read(_HANDSHAKE_RECV_BYTES):
+            while chunk := tls.read(_TLS_READ_BYTES):
                 chunks.append(chunk)
         out = self._tls_out.read()  # e.g. a key update: goes out in sealing order
         if out:
@@ -289,6 +356,7 @@ class SocketLink:
         except OSError as error:
             self._lost(f"connection lost: {error!r}")
             return
+        self.last_received = time.monotonic()
         try:
             if not data:
                 self._decoder.check_end()
@@ -305,12 +373,31 @@ class SocketLink:
             logger.warning("closing connection with %s: %s", self.peer, reason)
             self._lost(reason)
             return
+        self._deliver(frames)
+
+    def _deliver(self, frames: list[bytes]) -> None:
+        """Hand ``frames`` to ``on_frame`` in order; with a MAC they are sealed records, each
+        checked before the frames in it are handed on."""
         on_frame = self._on_frame
         assert on_frame is not None
+        mac = self._mac
         for frame in frames:
             if self.closed:
                 return
-            on_frame(frame)
+            if mac is None:
+                on_frame(frame)
+                continue
+            try:
+                payloads = mac.open(frame)
+            except FrameMacError as error:
+                reason = f"malformed frame: {error}"
+                logger.warning("closing connection with %s: %s", self.peer, reason)
+                self._lost(reason)
+                return
+            for payload in payloads:
+                if self.closed:
+                    return
+                on_frame(payload)
 
     def _lost(self, reason: str) -> None:
         if self.closed:

@@ -8,8 +8,22 @@ connection per remote service, resolves the endpoint id to a compact number (wai
 calls are encoded with the control-message codec: a call whose message exceeds
 ``rpc.framesize`` fails alone with FrameSizeError and nothing is sent.
 
+Against the network (issue 9; ``docs/security.md``): a connection must prove the cluster secret
+within ``rpc.handshake.timeout`` (fixed-layout handshake, ``handshake.py``), and only
+``rpc.handshake.max-pending`` connections (``rpc.handshake.max-pending-per-address`` per peer
+IP) may be at it at once; without TLS everything later is sealed with a MAC under keys bound
+to the connection (``channel_mac.py``); a connection that received nothing for
+``rpc.idle-timeout`` is closed (a side pings after a third of it without hearing from the
+peer, which answers at once; a ``<name>-keepalive`` thread times the checks, so the event loop
+keeps no standing timer, ``keepalive.py``); a peer that does
+not read loses its connection past ``rpc.write-queue.max-size`` unsent bytes; peers call only
+the methods of an endpoint's declared gateways, with arguments that fit
+(``remote_dispatch.py``). Transport timeouts run on the real monotonic clock, not the service
+clock.
+
 Threading:
-    Any thread; network I/O runs on one event-loop thread per service (``<name>-io``).
+    Any thread; network I/O runs on one event-loop thread per service (``<name>-io``), the
+    idle checks' timing on ``<name>-keepalive``.
 """
 
 from __future__ import annotations
@@ -18,11 +32,12 @@ import asyncio
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from millrace.clock import Clock
-from millrace.config import Configuration, RpcOptions
+from millrace.config import Configuration, RpcOptions, check_rpc_limits
 from millrace.errors import RecipientUnreachableError
 from millrace.rpc._futures import complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
@@ -30,17 +45,17 @@ from millrace.rpc.local_rpc_service import LocalRpcService, _PendingLookup
 from millrace.rpc.message_codec import MessageCodec
 from millrace.rpc.rpc_gateway import GatewayType, RpcGateway
 from millrace.rpc.rpc_invocation import RpcInvocation
-from millrace.rpc.tcp.connection import (
-    CALL,
-    FOUND,
+from millrace.rpc.tcp.admission import HandshakeAdmission, ThrottledLog
+from millrace.rpc.tcp.channel_mac import ChannelMac
+from millrace.rpc.tcp.connection import CALL, LOOKUP, Connection
+from millrace.rpc.tcp.handshake import (
     HANDSHAKE_LIMIT_BYTES,
-    LOOKUP,
-    REPLY,
-    Connection,
+    ChannelKeys,
     handshake_accept,
     handshake_connect,
 )
-from millrace.rpc.tcp.remote_errors import error_to_wire
+from millrace.rpc.tcp.keepalive import Keepalive
+from millrace.rpc.tcp.remote_dispatch import RemoteDispatch
 from millrace.rpc.tcp.socket_link import SocketLink
 from millrace.rpc.tcp.transport_security import MIN_SECRET_BYTES, TransportSecurity
 
@@ -55,6 +70,7 @@ G = TypeVar("G", bound=RpcGateway)
 SCHEME = "tcp"
 _ACCEPT_BATCH = 16  # connections accepted per readable event of the listener
 _ACCEPT_PAUSE = 0.1  # seconds without accepting after accept() failed (e.g. EMFILE)
+_FULL_PAUSE = 0.02  # seconds without accepting after a refusal while every slot is taken
 _SHUTDOWN_GRACE = 2.0  # seconds close waits for cancelled handshakes to end
 
 
@@ -66,7 +82,9 @@ class TcpRpcService(LocalRpcService):
         security: The cluster secret every connection must prove (HMAC-SHA256 challenge) and
             the TLS contexts, if any.
         codec: Codec of every message; it must know every argument and result type.
-        configuration: ``rpc.ask-timeout``, ``rpc.lookup-timeout``, ``rpc.framesize``.
+        configuration: ``rpc.ask-timeout``, ``rpc.lookup-timeout``, ``rpc.framesize`` and
+            the limits of the module docstring (``rpc.handshake.*``, ``rpc.idle-timeout``,
+            ``rpc.write-queue.max-size``).
         clock: Time source of timeouts.
         host: Interface to listen on and to advertise in addresses (loopback by default).
         port: Port to listen on; 0 picks a free one.
@@ -75,6 +93,8 @@ class TcpRpcService(LocalRpcService):
     Raises:
         OSError: If the port cannot be bound (nothing is left running).
         ValueError: If the secret is shorter than 16 bytes.
+        ConfigError: If a limit is invalid or ``rpc.handshake.timeout`` exceeds
+            ``rpc.lookup-timeout``.
     """
 
     def __init__(
@@ -93,11 +113,21 @@ class TcpRpcService(LocalRpcService):
             raise ValueError(f"the cluster secret must be at least {MIN_SECRET_BYTES} bytes")
         super().__init__(name, configuration=configuration, clock=clock)
         conf = configuration or Configuration()
+        check_rpc_limits(conf)
         self._secret = security.secret
         self._client_ssl = security.client_ssl
         self._codec = codec
         self._framesize = framesize_bytes or conf.get(RpcOptions.FRAMESIZE)
         self._server_ssl = security.server_ssl
+        self._handshake_timeout = conf.get(RpcOptions.HANDSHAKE_TIMEOUT)
+        # One frame of the largest size always fits (framesize_bytes may exceed the key).
+        self._max_unsent = max(conf.get(RpcOptions.WRITE_QUEUE_MAX_SIZE), self._framesize + 1024)
+        self._limits_log = ThrottledLog()
+        self._admission = HandshakeAdmission(
+            conf.get(RpcOptions.MAX_PENDING_HANDSHAKES),
+            conf.get(RpcOptions.MAX_PENDING_HANDSHAKES_PER_ADDRESS),
+            self._limits_log,
+        )
         self._listener = _listen(host, port)  # OSError here: nothing is running yet
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=f"{name}-io", daemon=True)
@@ -107,8 +137,13 @@ class TcpRpcService(LocalRpcService):
         self._connecting: set[Future[Any]] = set()  # connects not yet resolved
         self._handshaking: set[SocketLink] = set()  # loop thread only
         self._network_closed = False  # loop thread only
+        self._keepalive = Keepalive(
+            name, self._loop, conf.get(RpcOptions.IDLE_TIMEOUT), self._all_connections
+        )
+        self._dispatch = RemoteDispatch(self._loop, self._await_endpoint, self._limits_log)
         self._loop.call_soon(self._start_accepting)
         self._thread.start()
+        self._keepalive.start()
         bound_port = self._listener.getsockname()[1]
         self._authority = f"{host}:{bound_port}"
         self._prefix = f"{SCHEME}://{self._authority}/"
@@ -271,19 +306,40 @@ class TcpRpcService(LocalRpcService):
             raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
         self._handshaking.add(link)
         try:
-            if self._client_ssl is not None:
-                tls = link.start_tls(self._client_ssl, server_side=False)
-                await asyncio.wait_for(tls, self.lookup_timeout)
-            await handshake_connect(link, self._codec, self._secret, self.lookup_timeout)
+            async with asyncio.timeout(self._handshake_timeout):
+                if self._client_ssl is not None:
+                    await link.start_tls(self._client_ssl, server_side=False)
+                keys = await handshake_connect(
+                    link, self._secret, bind_channel=self._client_ssl is None
+                )
         except BaseException as error:
             link.close()
             if not isinstance(error, Exception):
                 raise
+            if isinstance(error, TimeoutError):
+                error = TimeoutError(
+                    f"no handshake within rpc.handshake.timeout ({self._handshake_timeout:g} s)"
+                )
             raise RecipientUnreachableError(authority, f"handshake failed: {error}") from error
         finally:
             self._handshaking.discard(link)
+        return self._start_connection(link, keys, lambda c: None)
+
+    def _start_connection(
+        self,
+        link: SocketLink,
+        keys: ChannelKeys | None,
+        on_closed: Callable[[Connection], None],
+    ) -> Connection:
+        """Loop thread: the authenticated connection over ``link``, reading from now on."""
         connection = Connection(
-            link, self._codec, self._framesize, self._on_message, lambda c: None
+            link,
+            self._codec,
+            self._framesize,
+            self._on_message,
+            on_closed,
+            mac=ChannelMac(keys, self._framesize) if keys is not None else None,
+            max_unsent_bytes=self._max_unsent,
         )
         connection.start()
         return connection
@@ -297,138 +353,100 @@ class TcpRpcService(LocalRpcService):
             self._loop.add_reader(self._listener.fileno(), self._acceptable)
 
     def _acceptable(self) -> None:
-        """Loop thread: accept the waiting connections and start their handshakes."""
+        """Loop thread: accept the waiting connections and start their handshakes; close at
+        once those over the admission caps."""
         for _ in range(_ACCEPT_BATCH):
             try:
-                sock, _ = self._listener.accept()
+                sock, address = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as error:  # e.g. out of file descriptors: pause, then listen again
-                logger.warning("accepting a connection failed: %r", error)
+                self._limits_log.warning("accept", "accepting a connection failed: %r", error)
                 self._loop.remove_reader(self._listener.fileno())
                 self._loop.call_later(_ACCEPT_PAUSE, self._start_accepting)
                 return
-            self._loop.create_task(self._accept(sock))
+            host = str(address[0])
+            if not self._admission.admit(host):
+                sock.close()
+                if self._admission.full:  # a flood holds every slot: pace the refusals
+                    self._loop.remove_reader(self._listener.fileno())
+                    self._loop.call_later(_FULL_PAUSE, self._start_accepting)
+                    return
+                continue
+            self._loop.create_task(self._accept(sock, host))
 
-    async def _accept(self, sock: socket.socket) -> None:
+    async def _accept(self, sock: socket.socket, host: str) -> None:
         try:
-            link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
-        except OSError:  # the peer is gone already
-            sock.close()
+            try:
+                link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
+            except OSError:  # the peer is gone already
+                sock.close()
+                return
+            authenticated, keys = await self._authenticate(link)
+        finally:
+            self._admission.release(host)
+        if not authenticated:
             return
+        connection = self._start_connection(link, keys, self._accepted.discard)
+        if not connection.closed:
+            self._accepted.add(connection)
+
+    async def _authenticate(self, link: SocketLink) -> tuple[bool, ChannelKeys | None]:
+        """Loop thread: the acceptor's TLS and secret handshake within rpc.handshake.timeout.
+
+        Returns:
+            ``(True, channel keys or None with TLS)``, or ``(False, None)`` if the link was
+            refused (logged) and closed.
+        """
         self._handshaking.add(link)
         try:
-            if self._server_ssl is not None:
-                tls = link.start_tls(self._server_ssl, server_side=True)
-                await asyncio.wait_for(tls, self.lookup_timeout)
-            await handshake_accept(link, self._codec, self._secret, self.lookup_timeout)
+            async with asyncio.timeout(self._handshake_timeout):
+                if self._server_ssl is not None:
+                    await link.start_tls(self._server_ssl, server_side=True)
+                keys = await handshake_accept(
+                    link, self._secret, bind_channel=self._server_ssl is None
+                )
+                return True, keys
         except asyncio.CancelledError:  # the service is closing
             link.close()
-            return
-        except Exception as error:
-            logger.warning(
-                "rejected connection from %s: %s", link.peer, error or type(error).__name__
+            return False, None
+        except TimeoutError:
+            self._limits_log.warning(
+                "handshake-timeout",
+                "rejected connection from %s: no handshake within rpc.handshake.timeout (%g s)",
+                link.peer,
+                self._handshake_timeout,
             )
-            link.close()
-            return
+        except Exception as error:
+            self._limits_log.warning(
+                "rejected",
+                "rejected connection from %s: %s",
+                link.peer,
+                error or type(error).__name__,
+            )
         finally:
             self._handshaking.discard(link)
-        connection = Connection(
-            link, self._codec, self._framesize, self._on_message, self._accepted.discard
-        )
-        self._accepted.add(connection)
-        connection.start()
+        link.close()
+        return False, None
 
     def _on_message(self, connection: Connection, message: list[Any]) -> None:
         """Loop thread: a CALL or LOOKUP from a peer."""
         if message[0] == LOOKUP and len(message) == 4:
-            self._lookup(connection, message[1], message[2], message[3])
+            self._dispatch.lookup(connection, message[1], message[2], message[3])
         elif message[0] == CALL and len(message) == 7:
-            self._call(connection, *message[1:])
+            self._dispatch.call(connection, *message[1:])
         else:
             reason = f"malformed frame: message kind {message[0]} with {len(message)} fields"
             logger.warning("closing connection with %s: %s", connection.peer, reason)
             connection.close(reason)
 
-    def _lookup(
-        self, connection: Connection, lookup_id: int, endpoint_id: Any, methods: Any
-    ) -> None:
-        def answer(number: int | None, error: str | None) -> None:
-            connection.send([FOUND, lookup_id, number, error])
+    # Keepalive and idle connections (loop thread) -------------------------------------------------
 
-        if not isinstance(endpoint_id, str) or not isinstance(methods, list):
-            answer(None, "malformed lookup")
-            return
-        waiting = self._await_endpoint(endpoint_id)
-
-        def resolved(done: Future[RpcEndpoint]) -> None:
-            if done.exception() is not None:
-                answer(None, str(done.exception()))
-                return
-            endpoint = done.result()
-            missing = [m for m in methods if not callable(getattr(endpoint, str(m), None))]
-            if missing:
-                answer(
-                    None,
-                    f"TypeError: endpoint {endpoint_id} ({type(endpoint).__name__}) "
-                    f"does not implement {', '.join(map(str, missing))}",
-                )
-                return
-            number = next((n for n, e in connection.exported.items() if e is endpoint), None)
-            if number is None:
-                number = len(connection.exported) + 1
-                connection.exported[number] = endpoint
-            answer(number, None)
-
-        waiting.add_done_callback(lambda done: self._loop.call_soon_threadsafe(resolved, done))
-
-    def _call(
-        self,
-        connection: Connection,
-        call_id: Any,
-        number: Any,
-        method: Any,
-        args: Any,
-        kwargs: Any,
-        token: Any,
-    ) -> None:
-        endpoint = connection.exported.get(number)
-        reply: Future[Any] | None = Future() if call_id else None
-        if (
-            endpoint is None
-            or not isinstance(method, str)
-            or not isinstance(args, list)
-            or (not isinstance(kwargs, dict))
-        ):
-            if reply is not None:
-                connection.send(
-                    [
-                        REPLY,
-                        call_id,
-                        False,
-                        error_to_wire(
-                            RecipientUnreachableError(str(number), "unknown endpoint or bad call")
-                        ),
-                    ]
-                )
-            return
-        if reply is not None:
-            reply.add_done_callback(lambda done: self._reply(connection, call_id, done))
-        endpoint.rpc_server.enqueue(RpcInvocation(method, tuple(args), kwargs, token, reply))
-
-    def _reply(self, connection: Connection, call_id: int, done: Future[Any]) -> None:
-        """Any thread: send the outcome of a call back (an unsendable result fails the call)."""
-        if connection.closed:
-            return
-        failure = RuntimeError("cancelled") if done.cancelled() else done.exception()
-        if failure is not None:
-            message = [REPLY, call_id, False, error_to_wire(failure)]
-        else:
-            message = [REPLY, call_id, True, done.result()]
-        try:
-            connection.send(message)
-        except Exception as error:  # the result cannot be encoded or is too large
-            connection.send([REPLY, call_id, False, error_to_wire(error)])
+    def _all_connections(self) -> list[Connection]:
+        """Loop thread: the accepted and the outgoing connections that are up."""
+        with self._lock:
+            outgoing = [f.result() for f in self._connections.values() if _succeeded(f)]
+        return [*self._accepted, *outgoing]
 
     def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
         """The hosted endpoint ``endpoint_id``, waiting up to the lookup timeout for it."""
@@ -449,6 +467,7 @@ class TcpRpcService(LocalRpcService):
     async def _stop_network(self) -> None:
         """Loop thread: close the listener and every connection, end every task."""
         self._network_closed = True
+        self._keepalive.stop()
         self._loop.remove_reader(self._listener.fileno())
         self._listener.close()
         for link in list(self._handshaking):  # a handshake whose cancel is lost ends here
@@ -483,6 +502,8 @@ class TcpRpcService(LocalRpcService):
             fail(future, RecipientUnreachableError(self._prefix, f"RpcService {self._name} closed"))
 
         def shut_down(terminated: Future[None]) -> None:
+            self._keepalive.stop()
+
             def finish() -> None:
                 if threading.current_thread() is not self._thread:
                     self._thread.join(timeout=10)
@@ -507,6 +528,10 @@ class TcpRpcService(LocalRpcService):
 
     def __repr__(self) -> str:
         return f"TcpRpcService({self._name!r}, {self._authority})"
+
+
+def _succeeded(future: Future[Connection]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
 
 
 def _parse(address: str) -> tuple[str | None, str]:

@@ -1,9 +1,17 @@
 """TransportSecurity: the cluster secret and the optional TLS contexts of a TcpRpcService.
 
 Every TCP connection proves the cluster secret before any message is accepted (HMAC challenge,
-``connection.py``). The secret comes from ``security.cluster-secret``, else from the file
-``security.cluster-secret.file``, which ``millrace cluster start`` creates with 32 random bytes
-and mode 0600; other processes of the cluster read it. With ``security.ssl.enabled``,
+``handshake.py``). The secret comes from ``security.cluster-secret``, else from the environment
+variable ``MILLRACE_CLUSTER_SECRET``, else from the file ``security.cluster-secret.file``, which
+``millrace cluster start`` creates with 32 random bytes, mode 0600; other processes of the
+cluster read it.
+
+The file (issue 9, case 8) is written under a temporary name and linked into place, so a
+process starting at the same moment sees no file or the whole one, never a partial one; it is
+opened with ``O_NOFOLLOW`` (a symbolic link is refused) and must be a regular file owned by
+this process's user and readable by no one else (checked on the opened descriptor).
+
+With ``security.ssl.enabled``,
 connections are also encrypted with mutual TLS: each side presents
 ``security.ssl.certificate`` and accepts only peers whose certificate chains to
 ``security.ssl.truststore`` (host names are not checked: peers are cluster members named by
@@ -12,6 +20,8 @@ address, as with Flink's internal SSL).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
 import ssl
@@ -22,9 +32,11 @@ from pathlib import Path
 from millrace.config import Configuration, SecurityOptions
 from millrace.errors import ConfigError
 
-__all__ = ["MIN_SECRET_BYTES", "TransportSecurity"]
+__all__ = ["MIN_SECRET_BYTES", "SECRET_ENVIRONMENT_VARIABLE", "TransportSecurity"]
 
 MIN_SECRET_BYTES = 16
+SECRET_ENVIRONMENT_VARIABLE = "MILLRACE_CLUSTER_SECRET"
+_MAX_SECRET_FILE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -52,7 +64,8 @@ class TransportSecurity:
             create_secret: Create the secret file if it does not exist (cluster start).
 
         Raises:
-            ConfigError: If the secret is missing, too short or readable by others, or a TLS
+            ConfigError: If the secret is missing or too short, its file is a symbolic link,
+                not a regular file, owned by another user or readable by others, or a TLS
                 file is missing or invalid; names the key and what is expected.
         """
         secret = _read_secret(configuration, create_secret)
@@ -63,38 +76,85 @@ class TransportSecurity:
 
 def _read_secret(configuration: Configuration, create: bool) -> bytes:
     given = configuration.get(SecurityOptions.CLUSTER_SECRET)
+    key = SecurityOptions.CLUSTER_SECRET.key
+    if not given:
+        given = os.environ.get(SECRET_ENVIRONMENT_VARIABLE, "")
+        key = SECRET_ENVIRONMENT_VARIABLE
     if given:
         if len(given.encode()) < MIN_SECRET_BYTES:
-            raise ConfigError(
-                SecurityOptions.CLUSTER_SECRET.key, "<hidden>", f">= {MIN_SECRET_BYTES} bytes"
-            )
+            raise ConfigError(key, "<hidden>", f">= {MIN_SECRET_BYTES} bytes")
         return given.encode()
-    key = SecurityOptions.CLUSTER_SECRET_FILE.key
     path = Path(configuration.get(SecurityOptions.CLUSTER_SECRET_FILE))
-    if not path.exists():
-        if not create:
+    if create:
+        _create_secret_file(path)
+    return _read_secret_file(path)
+
+
+def _create_secret_file(path: Path) -> None:
+    """Create ``path`` with a new random secret unless something is there already.
+
+    The secret is written to a temporary name in the same directory and hard-linked into
+    place: the link fails if another process created the file meanwhile (theirs wins), and no
+    reader ever sees a file without its secret.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.path.lexists(path):
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+
+
+def _read_secret_file(path: Path) -> bytes:
+    key = SecurityOptions.CLUSTER_SECRET_FILE.key
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise ConfigError(
+            key,
+            str(path),
+            "an existing secret file: start the cluster first ('millrace cluster start') "
+            "or copy its secret file here",
+        ) from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ConfigError(key, str(path), "a regular file, not a symbolic link") from None
+        raise ConfigError(key, str(path), f"a readable secret file ({error})") from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise ConfigError(key, str(path), "a regular file")
+        if status.st_uid != os.geteuid():
             raise ConfigError(
                 key,
                 str(path),
-                "an existing secret file: start the cluster first ('millrace cluster start') "
-                "or copy its secret file here",
+                f"a file owned by this process's user (uid {os.geteuid()}), "
+                f"not by uid {status.st_uid}",
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process created it meanwhile: use theirs
-            pass
-        else:
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(32) + "\n")
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
+        mode = stat.S_IMODE(status.st_mode)
+        if mode & 0o077:
+            raise ConfigError(
+                key, str(path), f"a file only its owner can read (mode 0600, not {mode:04o})"
+            )
+        secret = os.read(fd, _MAX_SECRET_FILE_BYTES + 1).strip()
+    finally:
+        os.close(fd)
+    if not MIN_SECRET_BYTES <= len(secret) <= _MAX_SECRET_FILE_BYTES:
         raise ConfigError(
-            key, str(path), f"a file only its owner can read (mode 0600, not {mode:04o})"
+            key,
+            str(path),
+            f"a file holding a secret of {MIN_SECRET_BYTES} to {_MAX_SECRET_FILE_BYTES} bytes",
         )
-    secret = path.read_bytes().strip()
-    if len(secret) < MIN_SECRET_BYTES:
-        raise ConfigError(key, str(path), f"a file holding a secret of >= {MIN_SECRET_BYTES} bytes")
     return secret
 
 

@@ -15,6 +15,7 @@ from millrace.errors import ConfigError, JobSubmissionError
 from millrace.rpc import RpcEndpoint, RpcService
 from millrace.rpc._futures import all_of
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
+from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobDetails, JobResult
@@ -58,6 +59,7 @@ class Dispatcher(RpcEndpoint, implements=(DispatcherGateway,)):
         self._job_masters: dict[JobId, JobMaster] = {}
         self._results: dict[JobId, JobResult] = {}
         self._waiting: dict[JobId, list[Future[JobResult]]] = {}
+        self._savepoint_targets = SavepointTargets.from_configuration(configuration)
 
     def submit_job(self, job_graph: JobGraph, timeout: float | None = None) -> Acknowledge:
         job_id = job_graph.job_id
@@ -158,8 +160,10 @@ class Dispatcher(RpcEndpoint, implements=(DispatcherGateway,)):
         cancel_job: bool = False,
         timeout: float | None = None,
     ) -> Future[str]:
+        # A client's target must lie under an allowed root (CheckpointError otherwise).
+        target = self._savepoint_targets.resolve(target_directory) if target_directory else None
         return self._running_job_master(job_id).trigger_savepoint(
-            target_directory, cancel_job, timeout=timeout
+            target, cancel_job, timeout=timeout
         )
 
     def request_checkpoint_statistics(

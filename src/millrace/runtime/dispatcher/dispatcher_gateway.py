@@ -47,7 +47,9 @@ class DispatcherGateway(RpcGateway, Protocol):
 
         Returns:
             Future completed with the savepoint's directory; failed with JobSubmissionError for
-            an unknown or ended job, CheckpointError if the savepoint cannot be taken.
+            an unknown or ended job, CheckpointError if ``target_directory`` lies outside
+            ``state.savepoints.dir`` and ``state.savepoints.allowed-roots`` or the savepoint
+            cannot be taken.
         """
         ...
 

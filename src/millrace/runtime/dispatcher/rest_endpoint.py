@@ -7,11 +7,16 @@ every task's), ``GET /taskmanagers``, ``POST /jobs`` (a JobGraph), ``PATCH
 /jobs/{jobid}/savepoints/{requestid}``; the OpenAPI description is served at ``/openapi.json``
 (and browsable at ``/docs``). Errors come as ``{"errors": [message]}``.
 
-Reads are open, like Flink's; writes (submitting user code, cancelling) carry
-``Authorization: Bearer <token>``, the token being derived from the cluster secret
-(:func:`rest_token`), and the API listens on loopback unless ``rest.bind-address`` says
-otherwise. A submitted JobGraph is the control-message codec's msgpack encoding
-(``application/x-msgpack``), at most ``rpc.framesize`` bytes.
+Reads are open, like Flink's; writes (submitting user code, cancelling, savepoints) and
+savepoint status reads carry ``Authorization: Bearer <token>``, the token being derived from
+the cluster secret (:func:`rest_token`), checked before any body is read, and bodies are
+capped while they stream (:mod:`~millrace.runtime.dispatcher.rest_guard`). The API listens on
+loopback unless ``rest.bind-address`` says otherwise, over HTTPS with
+``security.ssl.rest.enabled``. A submitted JobGraph is the control-message codec's msgpack
+encoding (``application/x-msgpack``), at most ``rpc.framesize`` bytes. A savepoint's
+``target-directory`` must lie under ``state.savepoints.dir`` (or
+``state.savepoints.allowed-roots``); a savepoint request can be read by its job's path only
+and is forgotten ``rest.async.store-duration`` after it finished.
 
 Threading:
     The app runs on uvicorn's event loop in its own thread; it talks to the Dispatcher and the
@@ -28,13 +33,17 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from fastapi import FastAPI, Header, HTTPException, Query, Request
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
-from millrace.errors import JobSubmissionError
+from millrace.clock import Clock, SystemClock
+from millrace.errors import CheckpointError, JobSubmissionError
 from millrace.rpc.message_codec import CodecError, MessageCodec
 from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointRecord
+from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.dispatcher.rest_guard import RestGuard
 from millrace.runtime.dispatcher.rest_models import (
     CheckpointInfo,
     CheckpointingStatistics,
@@ -53,11 +62,12 @@ from millrace.runtime.dispatcher.rest_models import (
     TriggerResponse,
     VertexMetrics,
 )
+from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
-from millrace.types import JobId, new_id
+from millrace.types import JobId
 
 __all__ = ["DispatcherRestEndpoint", "create_rest_app", "rest_token"]
 
@@ -65,6 +75,7 @@ logger = logging.getLogger(__name__)
 
 _VERSION = "0.1.0"
 _SAVEPOINT_TIMEOUT = 3600.0  # seconds a savepoint may take before its request fails
+_BEARER: list[dict[str, list[str]]] = [{"bearerAuth": []}]  # OpenAPI: needs the token
 
 
 def rest_token(secret: bytes) -> str:
@@ -118,16 +129,23 @@ def create_rest_app(
     *,
     max_body_bytes: int,
     timeout: float,
+    savepoint_targets: SavepointTargets,
+    store_duration: float = 300.0,
+    clock: Clock | None = None,
 ) -> FastAPI:
-    """The FastAPI application of the REST API.
+    """The FastAPI application of the REST API, behind its :class:`RestGuard`.
 
     Args:
         dispatcher: Gateway of the Dispatcher.
         resource_manager: Gateway of the ResourceManager.
         codec: Decodes submitted JobGraphs.
-        token: Bearer token required by writes (:func:`rest_token`).
+        token: Bearer token required by writes and savepoint status (:func:`rest_token`).
         max_body_bytes: Largest accepted JobGraph (``rpc.framesize``).
         timeout: Seconds a request waits for the Dispatcher or ResourceManager.
+        savepoint_targets: Confines savepoint targets (``state.savepoints.*``).
+        store_duration: Seconds a finished savepoint request stays readable
+            (``rest.async.store-duration``).
+        clock: Time source of that duration (default the system clock).
 
     Returns:
         The app; serve it with uvicorn.
@@ -137,11 +155,22 @@ def create_rest_app(
         version=_VERSION,
         description="Flink's REST paths over a Millrace session cluster.",
     )
+    app.add_middleware(RestGuard, token=token, job_body_limit_bytes=max_body_bytes)
 
-    def authorize(authorization: str | None) -> None:
-        scheme, _, given = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
-            raise HTTPException(401, "a write needs 'Authorization: Bearer <token>' (rest_token)")
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+            schemes["bearerAuth"] = {"type": "http", "scheme": "bearer"}
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException) -> JSONResponse:
@@ -213,6 +242,8 @@ def create_rest_app(
             return await _result(call(), timeout)
         except JobSubmissionError as error:
             raise HTTPException(404, str(error)) from None
+        except CheckpointError as error:
+            raise HTTPException(400, str(error)) from None
 
     @app.get(
         "/jobs/{jobid}/checkpoints",
@@ -247,36 +278,43 @@ def create_rest_app(
             ],
         )
 
-    savepoints: dict[str, Future[str]] = {}
+    savepoints = SavepointRequests(clock or SystemClock(), store_duration)
 
     @app.post(
         "/jobs/{jobid}/savepoints",
         status_code=202,
         response_model=TriggerResponse,
         response_model_by_alias=True,
+        openapi_extra={"security": _BEARER},
     )
-    async def trigger_savepoint(
-        jobid: str, request: SavepointRequest, authorization: str | None = Header(default=None)
-    ) -> TriggerResponse:
+    async def trigger_savepoint(jobid: str, request: SavepointRequest) -> TriggerResponse:
         """Trigger a savepoint (and cancel the job once it is taken, with cancel-job)."""
-        authorize(authorization)
+        try:
+            target = savepoint_targets.resolve(request.target_directory)
+        except CheckpointError as error:
+            raise HTTPException(400, str(error)) from None
         await running(lambda: dispatcher.request_job_details(JobId(jobid)))
         taking = dispatcher.trigger_savepoint(
-            JobId(jobid), request.target_directory, request.cancel_job, timeout=_SAVEPOINT_TIMEOUT
+            JobId(jobid),
+            target if request.target_directory else None,
+            request.cancel_job,
+            timeout=_SAVEPOINT_TIMEOUT,
         )
-        request_id = new_id()
-        savepoints[request_id] = taking
+        request_id = savepoints.add(JobId(jobid), taking)
+        if request_id is None:
+            raise HTTPException(429, "too many savepoint requests in progress; try again later")
         return TriggerResponse(request_id=request_id)
 
     @app.get(
         "/jobs/{jobid}/savepoints/{requestid}",
         response_model=SavepointStatus,
         response_model_by_alias=True,
+        openapi_extra={"security": _BEARER},
     )
     async def savepoint_status(jobid: str, requestid: str) -> SavepointStatus:
-        taking = savepoints.get(requestid)
+        taking = savepoints.get(JobId(jobid), requestid)
         if taking is None:
-            raise HTTPException(404, f"no savepoint request {requestid}")
+            raise HTTPException(404, f"no savepoint request {requestid} of job {jobid}")
         if not taking.done():
             return SavepointStatus(status="IN_PROGRESS")
         error = taking.exception()
@@ -290,20 +328,18 @@ def create_rest_app(
         response_model=JobSubmitResponse,
         response_model_by_alias=True,
         openapi_extra={
+            "security": _BEARER,
             "requestBody": {
                 "required": True,
                 "content": {
                     "application/x-msgpack": {"schema": {"type": "string", "format": "binary"}}
                 },
-            }
+            },
         },
     )
-    async def submit(
-        request: Request, authorization: str | None = Header(default=None)
-    ) -> JobSubmitResponse:
+    async def submit(request: Request) -> JobSubmitResponse:
         """Submit a JobGraph (the codec's msgpack encoding, as the CLI builds it)."""
-        authorize(authorization)
-        body = await request.body()
+        body = await request.body()  # at most max_body_bytes: RestGuard caps the stream
         if len(body) > max_body_bytes:
             raise HTTPException(
                 413, f"JobGraph of {len(body)} bytes exceeds rpc.framesize={max_body_bytes}"
@@ -320,13 +356,10 @@ def create_rest_app(
             raise HTTPException(400, str(error)) from None
         return JobSubmitResponse(jobid=job_graph.job_id, job_url=f"/jobs/{job_graph.job_id}")
 
-    @app.patch("/jobs/{jobid}", status_code=202)
+    @app.patch("/jobs/{jobid}", status_code=202, openapi_extra={"security": _BEARER})
     async def cancel(
-        jobid: str,
-        mode: str = Query("cancel", description="only 'cancel'"),
-        authorization: str | None = Header(default=None),
+        jobid: str, mode: str = Query("cancel", description="only 'cancel'")
     ) -> dict[str, Any]:
-        authorize(authorization)
         if mode != "cancel":
             raise HTTPException(400, f"mode={mode!r} is not supported; use mode=cancel")
         try:
@@ -345,27 +378,47 @@ class DispatcherRestEndpoint:
         app: The application.
         host: Interface to listen on (``rest.bind-address``).
         port: Port (``rest.port``; 0 picks a free one).
+        ssl_certificate: PEM certificate chain to serve HTTPS with
+            (``security.ssl.rest.certificate``); None: plain HTTP.
+        ssl_key: Its PEM private key (``security.ssl.rest.key``).
 
     Raises:
-        OSError: From ``start``, if the port cannot be bound.
+        OSError: From ``start``, if the port cannot be bound or the certificate not loaded.
 
     Threading:
         ``start`` and ``close`` from one thread.
     """
 
-    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        host: str,
+        port: int,
+        *,
+        ssl_certificate: str | None = None,
+        ssl_key: str | None = None,
+    ) -> None:
         import uvicorn
 
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            ssl_certfile=ssl_certificate,
+            ssl_keyfile=ssl_key,
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="rest", daemon=True)
         self._host = host
+        self._scheme = "https" if ssl_certificate else "http"
         self.port = port
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the API."""
-        return f"http://{self._host}:{self.port}"
+        """``http(s)://host:port`` of the API."""
+        return f"{self._scheme}://{self._host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> DispatcherRestEndpoint:
         """Start serving; returns once the socket listens."""

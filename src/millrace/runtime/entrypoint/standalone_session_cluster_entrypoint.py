@@ -13,9 +13,18 @@ from __future__ import annotations
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from millrace.config import Configuration, JobManagerOptions, RestOptions, RpcOptions
+from millrace.config import (
+    Configuration,
+    JobManagerOptions,
+    RestOptions,
+    RpcOptions,
+    SecurityOptions,
+)
+from millrace.errors import ConfigError
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
+from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.control_messages import control_message_codec
 from millrace.runtime.dispatcher.dispatcher import Dispatcher
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
@@ -96,9 +105,16 @@ class StandaloneSessionClusterEntrypoint:
                 rest_token(self._rpc.secret),
                 max_body_bytes=conf.get(RpcOptions.FRAMESIZE),
                 timeout=conf.get(RpcOptions.ASK_TIMEOUT),
+                savepoint_targets=SavepointTargets.from_configuration(conf),
+                store_duration=conf.get(RestOptions.ASYNC_STORE_DURATION),
             )
+            certificate, key = _rest_tls_files(conf)
             self._rest = DispatcherRestEndpoint(
-                app, conf.get(RestOptions.BIND_ADDRESS), conf.get(RestOptions.PORT)
+                app,
+                conf.get(RestOptions.BIND_ADDRESS),
+                conf.get(RestOptions.PORT),
+                ssl_certificate=certificate,
+                ssl_key=key,
             ).start()
         except BaseException:
             self.close()
@@ -144,3 +160,20 @@ class StandaloneSessionClusterEntrypoint:
             return self.termination.wait()
         finally:
             self.close()
+
+
+def _rest_tls_files(conf: Configuration) -> tuple[str | None, str | None]:
+    """``(certificate, key)`` of the REST API with ``security.ssl.rest.enabled``, else Nones.
+
+    Raises:
+        ConfigError: If HTTPS is enabled and a file is missing; names the key.
+    """
+    if not conf.get(SecurityOptions.SSL_REST_ENABLED):
+        return None, None
+    files = []
+    for option in (SecurityOptions.SSL_REST_CERTIFICATE, SecurityOptions.SSL_REST_KEY):
+        value = conf.get(option)
+        if not value or not Path(value).is_file():
+            raise ConfigError(option.key, value, "an existing PEM file (security.ssl.rest.enabled)")
+        files.append(value)
+    return files[0], files[1]

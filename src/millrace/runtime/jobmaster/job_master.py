@@ -361,7 +361,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
 
     def _deploy_vertex(self, jv: ExecutionJobVertex) -> None:
         self._deployed_vertices.add(jv.vertex_id)
-        configuration = self._configuration.to_dict()
+        configuration = self._configuration.without_security()  # no secret in deployments
         for ev in jv.task_vertices:
             execution = ev.current_execution
             slot = self._slot_pool.slot_for(ev.subtask_index)

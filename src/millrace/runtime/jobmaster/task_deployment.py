@@ -33,7 +33,8 @@ def task_deployment_descriptor(
         subtask: The subtask to deploy.
         slot: The slot it runs in.
         job_master_address: Where the task reports.
-        configuration: The job's configuration, as plain values.
+        configuration: The job's configuration, as plain values, without ``security.*``
+            (``Configuration.without_security``: secrets never travel in deployments).
         assignment: The restored state to hand out, or None when the job starts empty.
 
     Returns:
