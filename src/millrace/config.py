@@ -11,6 +11,7 @@ bytes (``"10485760b"``, ``"64 mb"``).
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -501,6 +502,15 @@ def _derived_checkpoints_dir(conf: Configuration) -> str:
 
 def _derived_savepoints_dir(conf: Configuration) -> str:
     return str(Path(conf.get(ClusterOptions.TMP_DIR)).resolve() / "savepoints")
+
+
+class CheckpointingMode(enum.Enum):
+    """``execution.checkpointing.mode`` (Flink's CheckpointingMode)."""
+
+    EXACTLY_ONCE = "EXACTLY_ONCE"
+    """Barriers are aligned: no record after a channel's barrier is in the snapshot."""
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    """Barriers are not aligned: lower latency; a replay may count records twice."""
 
 
 class CheckpointingOptions:

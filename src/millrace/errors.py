@@ -19,6 +19,7 @@ __all__ = [
     "FrameSizeError",
     "HeartbeatTimeoutError",
     "IllegalExecutionStateTransitionError",
+    "IllegalJobStatusTransitionError",
     "IllegalThreadError",
     "JobCancelledError",
     "JobExecutionError",
@@ -198,6 +199,23 @@ class IllegalExecutionStateTransitionError(MillraceError):
         self.current = current
         self.target = target
         super().__init__(f"illegal ExecutionState transition of {execution}: {current} -> {target}")
+
+
+class IllegalJobStatusTransitionError(MillraceError):
+    """A job was asked to move between JobStatuses its state machine forbids
+    (``runtime/executiongraph/job_status.py``): a bug of the Scheduler, never of a caller.
+
+    Attributes:
+        job: The job.
+        current: Its status.
+        target: The status it was asked to move to.
+    """
+
+    def __init__(self, job: str, current: str, target: str) -> None:
+        self.job = job
+        self.current = current
+        self.target = target
+        super().__init__(f"illegal JobStatus transition of {job}: {current} -> {target}")
 
 
 class PipelineError(MillraceError):

@@ -22,6 +22,7 @@ from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, C
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.input_split import InputSplit, SplitState
 from millrace.runtime.jobgraph import JobGraph, JobVertex
+from millrace.testing import ManuallyTriggeredMainThreadExecutor
 from millrace.types import ExecutionAttemptId, JobVertexId
 
 
@@ -35,12 +36,34 @@ class InlineExecutor(Executor):
         return future
 
 
+class Settled:
+    """The coordinator, with the main thread's queued work run after every call (what the
+    JobMaster's main thread does between two messages)."""
+
+    def __init__(self, target: CheckpointCoordinator, main_thread: Any) -> None:
+        self._target = target
+        self._main_thread = main_thread
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = attribute(*args, **kwargs)
+            self._main_thread.trigger_all()
+            return result
+
+        return call
+
+
 class Job:
-    """Plays the JobMaster: its tasks, its scheduled runs, the completed checkpoints."""
+    """Plays the JobMaster: its tasks, its main thread (the testing kit's manually triggered
+    executor on a ManualClock), the completed checkpoints."""
 
     def __init__(self, tmp_path, **settings: Any) -> None:
-        self.clock = ManualClock(1000.0)
-        self.due: list[tuple[float, Any]] = []
+        self.main_thread = ManuallyTriggeredMainThreadExecutor(ManualClock(1000.0))
+        self.clock = self.main_thread.clock
         self.running = True
         self.triggered: list[tuple[str, int]] = []
         self.completed: list[CheckpointMetadata] = []
@@ -48,39 +71,20 @@ class Job:
         source = JobVertex("source", 2, "m:S", (), True, "src")
         window = JobVertex("window", 1, "m:W", (), False, "win")
         self.graph = JobGraph("job", [source, window], [], 128, "job-1")
-        self.coordinator = CheckpointCoordinator(
-            self.graph,
-            CheckpointSettings(**{"interval": 1.0, **settings}),
-            CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp")),
-            self.clock,
-            self.schedule,
-            lambda future, fn: future.add_done_callback(fn),
-            InlineExecutor(),
-            self,
+        self.coordinator = Settled(
+            CheckpointCoordinator(
+                self.graph,
+                CheckpointSettings(**{"interval": 1.0, **settings}),
+                CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp")),
+                self.main_thread,
+                InlineExecutor(),
+                self,
+            ),
+            self.main_thread,
         )
 
-    def schedule(self, fn, delay: float):  # type: ignore[no-untyped-def]
-        entry = [self.clock.monotonic() + delay, fn]
-        self.due.append(entry)
-
-        class Handle:
-            def cancel(self_inner) -> None:
-                if entry in self.due:
-                    self.due.remove(entry)
-
-        return Handle()
-
     def advance(self, seconds: float) -> None:
-        end = self.clock.monotonic() + seconds
-        while True:
-            ready = sorted((e for e in self.due if e[0] <= end), key=lambda e: e[0])
-            if not ready:
-                break
-            entry = ready[0]
-            self.due.remove(entry)
-            self.clock.advance(max(0.0, entry[0] - self.clock.monotonic()))
-            entry[1]()
-        self.clock.advance(end - self.clock.monotonic())
+        self.main_thread.advance(seconds)
 
     def trigger(self, attempt: str, checkpoint_id: int, timestamp_ms: int) -> Future[Any]:
         self.triggered.append((attempt, checkpoint_id))

@@ -6,13 +6,14 @@ import itertools
 
 import pytest
 
-from millrace.errors import IllegalExecutionStateTransitionError
+from millrace.errors import IllegalExecutionStateTransitionError, IllegalJobStatusTransitionError
 from millrace.runtime.executiongraph import (
     ExecutionGraph,
     ExecutionState,
     JobStatus,
     is_legal_transition,
 )
+from millrace.runtime.executiongraph.job_status import is_legal_job_transition
 from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
 
 S = ExecutionState
@@ -104,8 +105,37 @@ def test_job_status_is_final_once_terminal() -> None:
     g = graph()
     g.transition_job(JobStatus.RUNNING)
     g.transition_job(JobStatus.FINISHED)
-    with pytest.raises(IllegalExecutionStateTransitionError):
+    with pytest.raises(IllegalJobStatusTransitionError, match="FINISHED -> FAILED"):
         g.transition_job(JobStatus.FAILED)
+    assert g.status is JobStatus.FINISHED
+
+
+@pytest.mark.parametrize(
+    ("path", "illegal"),
+    [
+        ((), JobStatus.FINISHED),  # CREATED cannot finish without running
+        ((JobStatus.RUNNING, JobStatus.FAILING), JobStatus.RUNNING),  # no way back from failing
+        ((JobStatus.RUNNING, JobStatus.CANCELLING), JobStatus.FAILED),
+        ((JobStatus.RUNNING, JobStatus.RESTARTING), JobStatus.FINISHED),
+        ((JobStatus.RUNNING, JobStatus.FAILING, JobStatus.FAILED), JobStatus.RESTARTING),
+    ],
+)
+def test_the_job_status_moves_only_along_its_transition_table(path, illegal) -> None:
+    g = graph()
+    for status in path:
+        g.transition_job(status)
+    with pytest.raises(IllegalJobStatusTransitionError):
+        g.transition_job(illegal)
+
+
+def test_every_status_but_the_terminal_ones_can_end() -> None:
+    for status in JobStatus:
+        ends = [
+            t for t in JobStatus if t.is_globally_terminal and is_legal_job_transition(status, t)
+        ]
+        reachable = {t for t in JobStatus if is_legal_job_transition(status, t)}
+        assert status.is_globally_terminal == (not reachable), status
+        assert status.is_globally_terminal or ends or JobStatus.CANCELLING in reachable, status
 
 
 def test_all_finished_needs_every_execution_finished() -> None:

@@ -21,8 +21,8 @@ run) is named in the metadata of every later checkpoint (``earlier_commits``), s
 restore of a later one commits it first instead of dropping its data.
 
 Threading:
-    JobMaster main thread only; storage I/O runs in the JobMaster's I/O executor and its
-    outcome comes back through ``on_main_thread``.
+    JobMaster main thread only (its ComponentMainThreadExecutor); storage I/O runs in the
+    JobMaster's I/O executor and its outcome comes back through the main-thread executor.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from millrace.clock import Clock
+from millrace.config import CheckpointingMode
 from millrace.errors import CheckpointError
+from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_storage import (
     CheckpointMetadata,
     CheckpointStorage,
@@ -72,7 +73,7 @@ class CheckpointSettings:
     Attributes:
         interval: Seconds between periodic checkpoints; 0 disables them (savepoints still
             work).
-        exactly_once: True for EXACTLY_ONCE (aligned barriers), False for AT_LEAST_ONCE.
+        mode: EXACTLY_ONCE (aligned barriers) or AT_LEAST_ONCE.
         timeout: Seconds before a pending checkpoint is aborted.
         max_concurrent: Checkpoints in flight at once.
         min_pause: Seconds between the end of a checkpoint and the next periodic trigger.
@@ -80,7 +81,7 @@ class CheckpointSettings:
     """
 
     interval: float
-    exactly_once: bool = True
+    mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE
     timeout: float = 600.0
     max_concurrent: int = 1
     min_pause: float = 0.0
@@ -175,12 +176,9 @@ class CheckpointCoordinator:
         job_graph: The job (names, parallelism, max parallelism for the metadata).
         settings: The checkpointing settings.
         storage: Where checkpoints are written.
-        clock: The JobMaster's clock.
-        schedule: ``schedule(fn, delay_s)`` on the JobMaster's main thread; returns a handle
-            with ``cancel()``.
-        on_main_thread: ``on_main_thread(future, fn)`` of the JobMaster.
+        main_thread: The JobMaster's main thread (its clock times the checkpoints).
         io_executor: Runs storage I/O.
-        context: The JobMaster.
+        context: The Scheduler of the job.
 
     Threading:
         Main thread of the JobMaster only.
@@ -191,18 +189,17 @@ class CheckpointCoordinator:
         job_graph: JobGraph,
         settings: CheckpointSettings,
         storage: CheckpointStorage,
-        clock: Clock,
-        schedule: Callable[[Callable[[], None], float], Any],
-        on_main_thread: Callable[[Future[Any], Callable[[Future[Any]], None]], None],
+        main_thread: ComponentMainThreadExecutor,
         io_executor: Executor,
         context: CheckpointCoordinatorContext,
     ) -> None:
         self._job = job_graph
         self.settings = settings
         self.storage = storage
-        self._clock = clock
-        self._schedule = schedule
-        self._on_main_thread = on_main_thread
+        self._main_thread = main_thread
+        self._clock = main_thread.clock
+        self._schedule = main_thread.schedule
+        self._on_main_thread = main_thread.when_done
         self._io = io_executor
         self._context = context
         self._next_id = 1
@@ -224,6 +221,7 @@ class CheckpointCoordinator:
 
     def start(self) -> None:
         """Begin periodic checkpoints (if an interval is set). Idempotent."""
+        self._main_thread.assert_running_in_main_thread()
         if self._running:
             return
         self._running = True
@@ -232,6 +230,7 @@ class CheckpointCoordinator:
 
     def stop(self, reason: str) -> None:
         """Stop periodic checkpoints and abort the pending ones (failover, job end)."""
+        self._main_thread.assert_running_in_main_thread()
         self._running = False
         if self._periodic is not None:
             self._periodic.cancel()
@@ -252,6 +251,7 @@ class CheckpointCoordinator:
     def restore(self, metadata: CheckpointMetadata) -> None:
         """Continue from ``metadata`` (a restored checkpoint or savepoint): ids continue after
         it, and it is the latest state until a newer checkpoint completes."""
+        self._main_thread.assert_running_in_main_thread()
         self._restored = metadata
         self._next_id = max(self._next_id, metadata.checkpoint_id + 1)
         self._forget_carried()
@@ -293,6 +293,7 @@ class CheckpointCoordinator:
         Raises:
             CheckpointError: If not every task is RUNNING (nothing is started).
         """
+        self._main_thread.assert_running_in_main_thread()
         targets = self._context.checkpoint_targets()
         if targets is None:
             raise CheckpointError(f"job {self._job.name}: not every task is RUNNING")
@@ -349,6 +350,7 @@ class CheckpointCoordinator:
     ) -> None:
         """AcknowledgeCheckpoint of one task. Unknown ones are ignored; a late one of an aborted
         checkpoint only hands over its sink data, carried to the next complete checkpoint."""
+        self._main_thread.assert_running_in_main_thread()
         pending = self._pending.get(checkpoint_id)
         aborted = self._aborted.get(checkpoint_id)
         if pending is None and aborted is not None and attempt_id in aborted:
@@ -365,6 +367,7 @@ class CheckpointCoordinator:
 
     def decline(self, attempt_id: ExecutionAttemptId, checkpoint_id: int, reason: str) -> None:
         """DeclineCheckpoint: the task cannot take it; the checkpoint is aborted."""
+        self._main_thread.assert_running_in_main_thread()
         pending = self._pending.get(checkpoint_id)
         if pending is not None and not pending.finalizing and attempt_id in pending.targets:
             self._abort(pending, f"declined by {attempt_id[:8]}: {reason}")
@@ -509,6 +512,7 @@ class CheckpointCoordinator:
             Future completed with the written metadata (retained like any checkpoint), or
             failed with what writing raised.
         """
+        self._main_thread.assert_running_in_main_thread()
         checkpoint_id = self._next_id
         self._next_id += 1
         earlier = tuple(self._unconfirmed[i] for i in sorted(self._unconfirmed))
@@ -560,6 +564,7 @@ class CheckpointCoordinator:
     def commit_confirmed(self, metadata: CheckpointMetadata) -> None:
         """The sinks committed ``metadata`` (and the earlier commits it names): later
         checkpoints need not name them any more."""
+        self._main_thread.assert_running_in_main_thread()
         for commit in metadata.commits():
             self._unconfirmed.pop(commit.checkpoint_id, None)
 

@@ -7,11 +7,11 @@ state owned by the JobMaster and touched only on its main thread; it holds no lo
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 from millrace.errors import IllegalExecutionStateTransitionError
 from millrace.runtime.executiongraph.execution_state import ExecutionState, is_legal_transition
+from millrace.runtime.executiongraph.job_status import JobStatus, check_job_transition
 from millrace.runtime.jobgraph import JobGraph, JobVertex
 from millrace.types import (
     Address,
@@ -30,23 +30,6 @@ __all__ = [
     "IOMetrics",
     "JobStatus",
 ]
-
-
-class JobStatus(enum.Enum):
-    """Status of a whole job (Flink's ``JobStatus``)."""
-
-    CREATED = "CREATED"
-    RUNNING = "RUNNING"
-    RESTARTING = "RESTARTING"
-    FAILING = "FAILING"
-    FAILED = "FAILED"
-    CANCELLING = "CANCELLING"
-    CANCELED = "CANCELED"
-    FINISHED = "FINISHED"
-
-    @property
-    def is_globally_terminal(self) -> bool:
-        return self in (JobStatus.FAILED, JobStatus.CANCELED, JobStatus.FINISHED)
 
 
 @dataclass
@@ -183,7 +166,7 @@ class ExecutionGraph:
     def __init__(self, job_graph: JobGraph) -> None:
         self.job_graph = job_graph
         self.job_id = job_graph.job_id
-        self.status = JobStatus.CREATED
+        self._status = JobStatus.CREATED
         self.vertices = [ExecutionJobVertex(v) for v in job_graph.vertices]
         self._by_id = {v.vertex_id: v for v in self.vertices}
         self._by_attempt: dict[ExecutionAttemptId, Execution] = {
@@ -223,14 +206,16 @@ class ExecutionGraph:
     def all_finished(self) -> bool:
         return all(e.state is ExecutionState.FINISHED for e in self.executions())
 
+    @property
+    def status(self) -> JobStatus:
+        """The job status; it changes only through :meth:`transition_job`."""
+        return self._status
+
     def transition_job(self, target: JobStatus) -> None:
-        """Move the job status; terminal statuses are final.
+        """Move the job status along the JobStatus state machine (``job_status.py``).
 
         Raises:
-            IllegalExecutionStateTransitionError: If the job already reached a terminal status.
+            IllegalJobStatusTransitionError: If the move is not in its transition table.
         """
-        if self.status.is_globally_terminal:
-            raise IllegalExecutionStateTransitionError(
-                f"job {self.job_id}", self.status.name, target.name
-            )
-        self.status = target
+        check_job_transition(f"job {self.job_id}", self._status, target)
+        self._status = target

@@ -3,12 +3,18 @@
 It loads the user's source and sink connectors from the JobGraph, asks each source's enumerator
 for its splits and wraps it in a SourceCoordinator, and, when the job restores (a failover to
 the latest checkpoint, or a new job started from a savepoint), reads the checkpoint and
-distributes its state over the job's subtasks (``assign_state``).
+distributes its state over the job's subtasks (``assign_state``). :class:`JobPreparer` also
+brings the sinks to where the job starts: a failover finishes the restored checkpoint's commit
+and aborts every other staged data; a job started from a savepoint or an earlier job's
+checkpoint commits what that one owes; a fresh job initializes its sinks.
 """
 
 from __future__ import annotations
 
+import shutil
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from millrace.config import Configuration
@@ -19,12 +25,12 @@ from millrace.runtime.checkpoint.state_assignment import (
     assign_state,
 )
 from millrace.runtime.jobgraph import JobGraph, OperatorKind
-from millrace.runtime.jobmaster.sink_committer import SinkKey
+from millrace.runtime.jobmaster.sink_committer import SinkCommitter, SinkKey
 from millrace.runtime.source.source_coordinator import SourceCoordinator
 from millrace.spark.side_outputs import side_output_sinks
 from millrace.types import JobVertexId
 
-__all__ = ["PreparedJob", "prepare_job"]
+__all__ = ["JobPreparer", "PreparedJob", "prepare_job"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +99,66 @@ def prepare_job(
             elif op.kind is OperatorKind.SINK:
                 sinks[(vertex.vertex_id, position)] = op.deserialize().sink
     return PreparedJob(sources, sinks, restored, assignment)
+
+
+class JobPreparer:
+    """Prepares a job, and each of its restarts, in the JobMaster's I/O executor.
+
+    Args:
+        job_graph: The job.
+        configuration: Its configuration.
+        storage: Reads savepoints and checkpoints.
+        committer: The job's SinkCommitter (sinks are set and prepared on its own thread).
+        working_dir: The job's exchange and state directory, emptied before each attempt.
+        io_executor: Where the preparation runs.
+
+    Threading:
+        ``prepare`` from the JobMaster's main thread; the work runs in ``io_executor``.
+    """
+
+    def __init__(
+        self,
+        job_graph: JobGraph,
+        configuration: Configuration,
+        storage: CheckpointStorage,
+        committer: SinkCommitter,
+        working_dir: Path,
+        io_executor: Executor,
+    ) -> None:
+        self._job_graph = job_graph
+        self._configuration = configuration
+        self._storage = storage
+        self._committer = committer
+        self._working_dir = working_dir
+        self._io = io_executor
+
+    def prepare(
+        self, restore_from: CheckpointMetadata | None, savepoint_path: str | None
+    ) -> Future[PreparedJob]:
+        """Prepare a start (``restore_from`` None, from ``savepoint_path`` if given) or a
+        failover to ``restore_from``.
+
+        Returns:
+            Future completed with the prepared job, or failed with what preparing raised (e.g.
+            CheckpointError, or a sink's outage during the restore commit).
+        """
+        return self._io.submit(self._prepare, restore_from, savepoint_path)
+
+    def _prepare(
+        self, restore_from: CheckpointMetadata | None, savepoint_path: str | None
+    ) -> PreparedJob:
+        shutil.rmtree(self._working_dir, ignore_errors=True)
+        prepared = prepare_job(
+            self._job_graph, self._configuration, self._storage, restore_from, savepoint_path
+        )
+        committer = self._committer
+        committer.set_sinks(prepared.sinks)
+        if restore_from is not None:  # a failover: finish its commit, drop the rest
+            committer.restore(restore_from).result()
+        elif prepared.restored is not None:  # a savepoint or an earlier job's checkpoint
+            committer.abort().result()
+            committer.commit(prepared.restored).result()
+        else:
+            committer.abort().result()
+            committer.initialize().result()
+        return prepared

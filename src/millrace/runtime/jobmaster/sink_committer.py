@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
@@ -31,24 +31,39 @@ class SinkCommitter:
 
     Args:
         job_id: The job.
+        executor: Runs the commits (default: a thread of its own; one worker keeps them in
+            order, and only it touches the sinks). Tests pass an inline executor.
 
     Threading:
-        Any thread submits; the work runs on the committer's own thread, in submission order.
+        Any thread submits; the work runs on the committer's own thread, in submission order,
+        and only there are the sinks touched.
     """
 
-    def __init__(self, job_id: str) -> None:
+    def __init__(self, job_id: str, executor: Executor | None = None) -> None:
         self._job_id = job_id
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"committer-{job_id[:8]}")
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(
+            1, thread_name_prefix=f"committer-{job_id[:8]}"
+        )
         self._sinks: dict[SinkKey, Any] = {}
 
-    def set_sinks(self, sinks: Mapping[SinkKey, Any]) -> None:
-        """The job's sink connectors (loaded by the JobMaster's preparation)."""
-        self._sinks = dict(sinks)
+    def set_sinks(self, sinks: Mapping[SinkKey, Any]) -> Future[None]:
+        """Use ``sinks`` (loaded by the job's preparation) from the next queued work on."""
+        given = dict(sinks)
 
-    def initialize(self) -> None:
-        """Blocking, on the caller's thread (the I/O executor): prepare every sink."""
-        for sink in self._sinks.values():
-            sink.initialize_global(self._job_id)
+        def use() -> None:
+            self._sinks = given
+
+        return self._executor.submit(use)
+
+    def initialize(self) -> Future[None]:
+        """Prepare every sink for a fresh job (``Sink.initialize_global``)."""
+
+        def run() -> None:
+            for sink in self._sinks.values():
+                sink.initialize_global(self._job_id)
+
+        return self._executor.submit(run)
 
     def commit(self, metadata: CheckpointMetadata) -> Future[None]:
         """Commit what ``metadata`` pre-committed."""
@@ -121,4 +136,5 @@ class SinkCommitter:
 
     def close(self) -> None:
         """Finish queued work and stop the thread (does not wait)."""
-        self._executor.shutdown(wait=False)
+        if self._own_executor:
+            self._executor.shutdown(wait=False)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from millrace.config import (
+    CheckpointingMode,
     CheckpointingOptions,
     ClusterOptions,
     Configuration,
@@ -320,7 +321,8 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
                 tdd.output_partition, tdd.job_id, tdd.num_subpartitions
             )
         configuration = Configuration(tdd.configuration)
-        aligned = configuration.get(CheckpointingOptions.MODE) == "EXACTLY_ONCE"
+        mode = CheckpointingMode(configuration.get(CheckpointingOptions.MODE))
+        aligned = mode is CheckpointingMode.EXACTLY_ONCE
         gate = (
             InputGate(tdd.input_channels, self._make_poll(), aligned)
             if tdd.input_channels

@@ -1,0 +1,659 @@
+"""Scheduler: runs one job's ExecutionGraph — preparation, deployment, task states, failover,
+checkpoints' sink commits and completion (Flink's SchedulerNG / DefaultScheduler).
+
+The JobMaster is the gateway in front of it; the Scheduler owns what the job *is*:
+
+* the ExecutionGraph and the job status, changed only along the JobStatus state machine
+  (``executiongraph/job_status.py``);
+* the sources' SplitEnumerators (``SourceCoordinator``), the CheckpointCoordinator and the
+  SinkCommitter;
+* deployment (``ExecutionDeployer``) once the JobMaster reports that every slot is held;
+* failover (Flink's full failover with a RestartBackoffTimeStrategy): a failed task, a failed
+  deployment, a lost TaskManager or a failed sink commit asks the restart strategy; with a
+  restart left the job goes RESTARTING, every execution is cancelled, and after the strategy's
+  delay the job restores its latest completed checkpoint and is deployed again; without one it
+  FAILS with the cause;
+* completion: when every Execution FINISHED, what the last attempts staged becomes the final
+  checkpoint, which is committed (retried under the restart strategy); then the job is FINISHED.
+
+Blocking work (preparation, split discovery, sink commits, checkpoint storage) runs elsewhere
+and its outcome comes back through the ComponentMainThreadExecutor.
+
+Threading:
+    Main thread of the JobMaster only (``ComponentMainThreadExecutor``); public methods assert
+    it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from concurrent.futures import Executor, Future
+from typing import Any, Protocol
+
+from millrace.config import (
+    CheckpointingMode,
+    CheckpointingOptions,
+    Configuration,
+    ExecutionOptions,
+)
+from millrace.errors import CheckpointError
+from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
+from millrace.runtime.checkpoint.checkpoint_coordinator import (
+    CheckpointCoordinator,
+    CheckpointSettings,
+    CheckpointTarget,
+)
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.state_assignment import StateAssignment
+from millrace.runtime.deployment import TaskExecutionState, TaskOperationResult
+from millrace.runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, JobStatus
+from millrace.runtime.failover import restart_strategy_from
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
+from millrace.runtime.job_result import (
+    JobDetails,
+    JobResult,
+    JobResultFailure,
+    JobResultSuccess,
+    VertexDetails,
+)
+from millrace.runtime.jobmaster.clock_service import GlobalClockService
+from millrace.runtime.jobmaster.job_preparation import JobPreparer, PreparedJob
+from millrace.runtime.jobmaster.sink_committer import SinkCommitter, SinkKey
+from millrace.runtime.jobmaster.slot_pool import SlotPool
+from millrace.runtime.scheduler.execution_deployer import ExecutionDeployer
+from millrace.runtime.source.source_coordinator import SourceCoordinator
+from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
+from millrace.types import AllocationId, ExecutionAttemptId, JobVertexId, ResultPartitionId
+
+__all__ = ["Scheduler", "SchedulerContext", "checkpoint_settings"]
+
+logger = logging.getLogger(__name__)
+
+
+class SchedulerContext(Protocol):
+    """What the Scheduler needs from its JobMaster (main thread)."""
+
+    def request_slots(self) -> None:
+        """Request the slots the job lacks; ``Scheduler.slots_ready`` follows once it holds
+        all of them (at once if it does)."""
+        ...
+
+    def release_task_manager(self, resource_id: str, cause: str) -> None:
+        """Drop a TaskManager that cannot be reached (its slots leave the job); the
+        JobMaster then reports the loss with ``Scheduler.task_manager_lost``."""
+        ...
+
+    def job_terminated(self, result: JobResult) -> None:
+        """The job reached a terminal status: free its slots and publish ``result``."""
+        ...
+
+
+class Scheduler:
+    """Schedules one job.
+
+    Args:
+        graph: The job's ExecutionGraph (status CREATED).
+        configuration: Cluster configuration merged with the job's.
+        main_thread: The JobMaster's main thread.
+        io_executor: Runs split discovery and checkpoint storage I/O.
+        preparer: Prepares the job (and each restart) in the I/O executor.
+        committer: The job's SinkCommitter.
+        storage: Checkpoint storage of the job.
+        slots: The slots the job holds (the JobMaster fills it).
+        job_master_address: Where the tasks report.
+        task_configuration: The configuration every task is deployed with (no secrets).
+        context: The JobMaster.
+
+    Attributes:
+        checkpoints: The job's CheckpointCoordinator (its context is the Scheduler).
+        restarts: Restarts so far.
+        clocks: The global min clock service of the job (seed 001).
+    """
+
+    def __init__(
+        self,
+        graph: ExecutionGraph,
+        configuration: Configuration,
+        main_thread: ComponentMainThreadExecutor,
+        io_executor: Executor,
+        preparer: JobPreparer,
+        committer: SinkCommitter,
+        storage: CheckpointStorage,
+        slots: SlotPool,
+        job_master_address: str,
+        task_configuration: dict[str, object],
+        context: SchedulerContext,
+    ) -> None:
+        self.graph = graph
+        self.job_graph = graph.job_graph
+        self._main_thread = main_thread
+        self._io = io_executor
+        self._preparer = preparer
+        self._committer = committer
+        self._context = context
+        self.checkpoints = CheckpointCoordinator(
+            self.job_graph,
+            checkpoint_settings(configuration),
+            storage,
+            main_thread,
+            io_executor,
+            self,
+        )
+        self._deployer = ExecutionDeployer(
+            graph, slots, main_thread, job_master_address, task_configuration, self
+        )
+        self._restart_strategy = restart_strategy_from(configuration)
+        self._discovery_interval = configuration.get(ExecutionOptions.SOURCE_DISCOVERY_INTERVAL)
+        self._sources: dict[JobVertexId, SourceCoordinator] = {}
+        self._assignment: StateAssignment | None = None
+        self._failure: str | None = None
+        self._restart_scheduled = False
+        self._finishing = False  # every Execution FINISHED: the final commit runs
+        self._final_checkpoint: CheckpointMetadata | None = None
+        self._started = time.time()
+        self._ended: float | None = None
+        self.restarts = 0
+        self.clocks = GlobalClockService()
+
+    @property
+    def status(self) -> JobStatus:
+        return self.graph.status
+
+    @property
+    def sources(self) -> dict[JobVertexId, SourceCoordinator]:
+        """The sources' coordinators (replaced at every restart)."""
+        return self._sources
+
+    # Life cycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """CREATED -> RUNNING: prepare the job (its savepoint, if any), then request slots."""
+        self._main_thread.assert_running_in_main_thread()
+        self.graph.transition_job(JobStatus.RUNNING)
+        logger.info(
+            "job %s (%s) RUNNING; %d slots required",
+            self.job_graph.name,
+            self.job_graph.job_id,
+            self.job_graph.slots_required(),
+        )
+        preparing = self._preparer.prepare(None, self.job_graph.savepoint_path)
+        self._main_thread.when_done(preparing, self._prepared)
+
+    def stop(self) -> None:
+        """The JobMaster stops: a job still running fails; the committer's queued work is
+        finished, nothing new is accepted."""
+        self._main_thread.assert_running_in_main_thread()
+        self.checkpoints.stop("the JobMaster stopped")
+        if not self.graph.status.is_globally_terminal:
+            if self._finishing:
+                self.fail_job("the JobMaster stopped while committing the sinks")
+            else:
+                self.fail_job("the JobMaster stopped before the job ended")
+            self._complete()
+        self._committer.close()
+
+    def _prepared(self, preparing: Future[PreparedJob]) -> None:
+        restarting = self.graph.status is JobStatus.RESTARTING
+        if self.graph.status is not JobStatus.RUNNING and not restarting:
+            return
+        error = preparing.exception()
+        if error is not None:
+            cause = f"preparing the job failed: {_describe(error)}"
+            if restarting:  # e.g. a sink's restore commit hit an outage: retry, under the strategy
+                self.graph.transition_job(JobStatus.RUNNING)
+                self._handle_failure(cause)
+            else:
+                self.fail_job(cause)
+            self._maybe_complete()
+            return
+        prepared = preparing.result()
+        self._sources = prepared.sources
+        self._assignment = prepared.assignment
+        if prepared.restored is not None:
+            self.checkpoints.restore(prepared.restored)
+            logger.info(
+                "job %s: restoring checkpoint %d from %s",
+                self.job_graph.name,
+                prepared.restored.checkpoint_id,
+                prepared.restored.location,
+            )
+        if any(not s.bounded for s in self._sources.values()):
+            self._main_thread.schedule(self._discover_splits, self._discovery_interval)
+        if restarting:
+            self.graph.transition_job(JobStatus.RUNNING)
+            logger.info("job %s: restart %d", self.job_graph.name, self.restarts)
+        self.checkpoints.start()
+        self._context.request_slots()
+
+    # Deployment --------------------------------------------------------------------------------
+
+    def slots_ready(self) -> None:
+        """Every slot is held: deploy the sources (consumers follow their first event)."""
+        self._main_thread.assert_running_in_main_thread()
+        if self.graph.status is not JobStatus.RUNNING or self._finishing:
+            return
+        if any(e.state is not ExecutionState.CREATED for e in self.graph.executions()):
+            return  # deployed already
+        logger.info("job %s: all slots allocated; deploying sources", self.job_graph.name)
+        self.clocks.reset(
+            {
+                ev.current_execution.attempt_id: (jv.name, ev.subtask_index)
+                for jv in self.graph.vertices
+                for ev in jv.task_vertices
+            }
+        )
+        for jv in self.graph.vertices:
+            if jv.job_vertex.is_source:
+                self._deployer.deploy(jv, self._assignment)
+
+    def schedule_or_update_consumers(self, partition_id: ResultPartitionId) -> None:
+        """A producer's partition has its first event: deploy the consumers it completes."""
+        self._main_thread.assert_running_in_main_thread()
+        producer = self.graph.execution(ExecutionAttemptId(partition_id))
+        if producer is None or self.graph.status is not JobStatus.RUNNING:
+            return
+        for consumer in self._deployer.ready_consumers(producer.vertex.job_vertex.vertex_id):
+            logger.info(
+                "job %s: deploying %s (ScheduleOrUpdateConsumers)",
+                self.job_graph.name,
+                consumer.name,
+            )
+            self._deployer.deploy(consumer, self._assignment)
+
+    def deployment_failed(self, execution: Execution, cause: str) -> None:
+        self._handle_failure(f"{execution}: {cause}")
+        self._maybe_complete()
+
+    def cancel_failed(self, execution: Execution, cause: str) -> None:
+        self._maybe_complete()
+
+    def task_manager_unreachable(self, resource_id: str, cause: str) -> None:
+        self._context.release_task_manager(resource_id, cause)
+
+    # Task states and splits --------------------------------------------------------------------
+
+    def update_task_execution_state(self, state: TaskExecutionState) -> None:
+        """UpdateTaskExecutionState: move the Execution, and react to a failure or a cancel."""
+        self._main_thread.assert_running_in_main_thread()
+        execution = self.graph.execution(state.attempt_id)
+        if execution is None:  # an attempt from before a restart
+            logger.debug("ignoring %s of a former attempt %s", state.state, state.attempt_id)
+            return
+        if state.metrics is not None:
+            execution.metrics = state.metrics
+        if execution.state is state.state or execution.state.is_terminal:
+            return
+        target = state.state
+        if execution.state is ExecutionState.CANCELING:
+            if not target.is_terminal:
+                return  # a late INITIALIZING/RUNNING of a task being cancelled
+            if target is ExecutionState.FINISHED:
+                target = ExecutionState.CANCELED  # it ended before the cancel reached it
+        elif target is ExecutionState.CANCELED:
+            execution.transition_to(ExecutionState.CANCELING)
+        execution.transition_to(target)
+        if target is ExecutionState.FAILED:
+            execution.failure = state.error or "unknown error"
+            self._handle_failure(f"{execution.vertex.task_name} failed: {execution.failure}")
+        elif (
+            target is ExecutionState.CANCELED
+            and self._failure is None
+            and self.graph.status is not JobStatus.RESTARTING
+        ):
+            self.fail_job(f"{execution.vertex.task_name} was cancelled", JobStatus.CANCELLING)
+        self._maybe_complete()
+
+    def next_input_split(
+        self, vertex_id: JobVertexId, attempt_id: ExecutionAttemptId
+    ) -> NextInputSplit:
+        """RequestNextInputSplit of a running source subtask.
+
+        Raises:
+            KeyError: If ``attempt_id`` is not a running Execution of this job.
+        """
+        self._main_thread.assert_running_in_main_thread()
+        execution = self.graph.execution(attempt_id)
+        if execution is None or execution.state.is_terminal:
+            raise KeyError(f"no running execution {attempt_id} in job {self.job_graph.job_id}")
+        vertex = execution.vertex
+        return self._sources[vertex_id].next_split(
+            vertex.subtask_index, vertex.job_vertex.parallelism
+        )
+
+    def _discover_splits(self) -> None:
+        """Ask the unbounded sources' enumerators for new splits (I/O), every
+        ``source.discovery-interval``."""
+        if self.graph.status.is_globally_terminal:
+            return
+        for coordinator in self._sources.values():
+            if not coordinator.bounded:
+                found = self._io.submit(coordinator.enumerator.discover)
+                self._main_thread.when_done(found, functools.partial(self._discovered, coordinator))
+        self._main_thread.schedule(self._discover_splits, self._discovery_interval)
+
+    def _discovered(self, coordinator: SourceCoordinator, found: Future[list[InputSplit]]) -> None:
+        if found.exception() is not None:
+            logger.warning("source %s: discovery failed: %s", coordinator.name, found.exception())
+        elif any(c is coordinator for c in self._sources.values()):  # not replaced by a restart
+            coordinator.add_discovered(found.result())
+
+    # Checkpoints (the CheckpointCoordinator's context) -----------------------------------------
+
+    def checkpoint_targets(self) -> list[CheckpointTarget] | None:
+        """Every Execution with its trigger (sources), or None unless all of them RUN."""
+        if self.graph.status is not JobStatus.RUNNING or self._finishing:
+            return None
+        targets = []
+        for jv in self.graph.vertices:
+            for ev in jv.task_vertices:
+                execution = ev.current_execution
+                if execution.state is not ExecutionState.RUNNING:
+                    return None
+                trigger = None
+                if jv.job_vertex.is_source:
+                    gateway = self._deployer.gateway_of(execution)
+                    if gateway is None:
+                        return None
+                    trigger = functools.partial(_trigger, gateway, execution.attempt_id)
+                targets.append(
+                    CheckpointTarget(execution.attempt_id, jv.vertex_id, ev.subtask_index, trigger)
+                )
+        return targets
+
+    def checkpoint_completed(self, metadata: CheckpointMetadata) -> None:
+        """Commit the sinks of a complete checkpoint; a failed commit fails over (the restore
+        commits it with the latest checkpoint, which names it)."""
+        committing = self._committer.commit(metadata)
+
+        def committed(f: Future[None]) -> None:
+            if f.exception() is None:
+                self.checkpoints.commit_confirmed(metadata)
+            else:
+                self._handle_failure(
+                    f"committing checkpoint {metadata.checkpoint_id} failed: "
+                    f"{_describe(f.exception())}"
+                )
+                self._maybe_complete()
+
+        self._main_thread.when_done(committing, committed)
+
+    def restored_finished_splits(self, vertex_id: JobVertexId) -> tuple[str, ...]:
+        restored = self._assignment.sources.get(vertex_id) if self._assignment else None
+        return tuple(sorted(restored.finished)) if restored is not None else ()
+
+    def unassigned_splits(self, vertex_id: JobVertexId) -> tuple[SplitState, ...]:
+        source = self._sources.get(vertex_id)
+        return source.unassigned_restored() if source is not None else ()
+
+    def trigger_savepoint(self, target_directory: str | None, cancel_job: bool) -> Future[str]:
+        """A savepoint now (and a cancel once it is taken, with ``cancel_job``).
+
+        Returns:
+            Future completed with the savepoint's directory, or failed with CheckpointError.
+        """
+        self._main_thread.assert_running_in_main_thread()
+        reply: Future[str] = Future()
+        try:
+            taking = self.checkpoints.trigger(is_savepoint=True, savepoint_target=target_directory)
+        except CheckpointError as error:
+            reply.set_exception(error)
+            return reply
+
+        def taken(f: Future[CheckpointMetadata]) -> None:
+            if f.exception() is not None:
+                reply.set_exception(f.exception())
+                return
+            if cancel_job:
+                self.cancel()
+            reply.set_result(f.result().location)
+
+        self._main_thread.when_done(taking, taken)
+        return reply
+
+    @property
+    def restored_checkpoint(self) -> int | None:
+        """Id of the checkpoint the job last restored, if any."""
+        return self._assignment.checkpoint_id if self._assignment is not None else None
+
+    # Failing, cancelling, failover -------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """The user cancels the job."""
+        self._main_thread.assert_running_in_main_thread()
+        if not self.graph.status.is_globally_terminal:
+            self.fail_job("cancelled by the user", JobStatus.CANCELLING)
+            self._maybe_complete()
+
+    def fail_job(self, cause: str, status: JobStatus = JobStatus.FAILING) -> None:
+        """Give up the job: record the first cause and cancel every running Execution."""
+        self._main_thread.assert_running_in_main_thread()
+        graph = self.graph
+        if graph.status in (JobStatus.FAILING, JobStatus.CANCELLING) or (
+            graph.status.is_globally_terminal
+        ):
+            return
+        logger.info("job %s %s: %s", self.job_graph.name, status.name, cause)
+        self._failure = cause
+        graph.transition_job(status)
+        self.checkpoints.stop(f"job {status.name}")
+        self._deployer.cancel_all()
+
+    def fail(self, cause: str) -> None:
+        """The job cannot go on (no slots in time, no ResourceManager): it fails, and ends once
+        its Executions have."""
+        self._main_thread.assert_running_in_main_thread()
+        if self.graph.status in (JobStatus.RUNNING, JobStatus.RESTARTING):
+            self.fail_job(cause)
+            self._maybe_complete()
+
+    def task_manager_lost(
+        self, resource_id: str, allocations: set[AllocationId], cause: str
+    ) -> None:
+        """A TaskManager holding ``allocations`` of the job is gone: its Executions FAIL and the
+        job fails over."""
+        self._main_thread.assert_running_in_main_thread()
+        failed = False
+        for execution in self.graph.executions():
+            if execution.allocation_id in allocations and not execution.state.is_terminal:
+                execution.failure = f"TaskManager {resource_id} lost ({cause})"
+                execution.transition_to(ExecutionState.FAILED)
+                failed = True
+        if failed or allocations:
+            self._handle_failure(f"TaskManager {resource_id} lost ({cause})")
+        self._maybe_complete()
+
+    def _handle_failure(self, cause: str) -> None:
+        """Restart the whole job from its latest checkpoint if the restart strategy allows,
+        else fail it (Flink's full failover)."""
+        if self.graph.status is not JobStatus.RUNNING or self._finishing:
+            return  # one restart covers failures that happen while cancelling
+        self._restart_strategy.notify_failure(self._main_thread.clock.monotonic())
+        if not self._restart_strategy.can_restart():
+            self.fail_job(f"{cause} (no restart left: {self._restart_strategy!r})")
+            return
+        logger.warning(
+            "job %s: %s; restarting (%r)", self.job_graph.name, cause, self._restart_strategy
+        )
+        self.graph.transition_job(JobStatus.RESTARTING)
+        self.checkpoints.stop("the job restarts")
+        self._deployer.cancel_all()
+
+    def _schedule_restart(self) -> None:
+        if not self._restart_scheduled:
+            self._restart_scheduled = True
+            self._main_thread.schedule(self._restart, self._restart_strategy.restart_delay())
+
+    def _restart(self) -> None:
+        self._restart_scheduled = False
+        if self.graph.status is not JobStatus.RESTARTING:
+            return
+        if self.checkpoints.finalizing:  # a complete checkpoint is being written: restore it
+            self._schedule_restart()
+            return
+        self.restarts += 1
+        for gateway in self._deployer.held_gateways():
+            gateway.release_partitions(self.job_graph.job_id)
+        self.graph.reset_for_restart()
+        self._deployer.reset()
+        latest = self.checkpoints.latest
+        self._main_thread.when_done(self._preparer.prepare(latest, None), self._prepared)
+
+    # Completion --------------------------------------------------------------------------------
+
+    def _maybe_complete(self) -> None:
+        graph = self.graph
+        if graph.status.is_globally_terminal:
+            return
+        if graph.status is JobStatus.RUNNING and graph.all_finished():
+            if not self._finishing:
+                self._finishing = True
+                self.checkpoints.stop("the job finished")
+                self._commit_final()
+        elif graph.status is JobStatus.RESTARTING:
+            if all(e.state.is_terminal for e in graph.executions()):
+                self._schedule_restart()
+        elif graph.status is not JobStatus.RUNNING and all(
+            e.state.is_terminal for e in graph.executions()
+        ):
+            graph.transition_job(
+                JobStatus.CANCELED if graph.status is JobStatus.CANCELLING else JobStatus.FAILED
+            )
+            self._complete()
+
+    def _commit_final(self) -> None:
+        """Record what the final attempts staged since the last checkpoint as the final
+        checkpoint, then commit it (idempotent: a retry commits the same checkpoint)."""
+        if self.graph.status is not JobStatus.RUNNING:
+            return  # stopped meanwhile
+        if self._final_checkpoint is not None:
+            finishing = self._committer.finish(self._final_checkpoint)
+            self._main_thread.when_done(finishing, self._final_committed)
+            return
+        attempts: dict[str, set[str]] = {
+            jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
+            for jv in self.graph.vertices
+        }
+        listing = self._committer.final_pending(attempts)
+        self._main_thread.when_done(listing, self._final_pending_listed)
+
+    def _final_pending_listed(self, listing: Future[dict[SinkKey, tuple[str, ...]]]) -> None:
+        if self.graph.status is not JobStatus.RUNNING:
+            return
+        if listing.exception() is not None:
+            self._final_committed(listing)  # a failed commit: retried under the strategy
+            return
+        finished = {vertex_id: tuple(s.split_ids()) for vertex_id, s in self._sources.items()}
+        writing = self.checkpoints.complete_final(finished, listing.result())
+        self._main_thread.when_done(writing, self._final_checkpoint_written)
+
+    def _final_checkpoint_written(self, writing: Future[CheckpointMetadata]) -> None:
+        if self.graph.status is not JobStatus.RUNNING:
+            return
+        if writing.exception() is not None:
+            self._final_committed(writing)
+            return
+        self._final_checkpoint = writing.result()
+        self._commit_final()
+
+    def _final_committed(self, committing: Future[Any]) -> None:
+        if self.graph.status is not JobStatus.RUNNING:
+            return  # stopped meanwhile
+        error = committing.exception()
+        if error is None:
+            self.checkpoints.discard_retained()  # the output is final: nothing to restore
+            self.graph.transition_job(JobStatus.FINISHED)
+            self._complete()
+            return
+        cause = f"committing the sinks failed: {_describe(error)}"
+        self._restart_strategy.notify_failure(self._main_thread.clock.monotonic())
+        if self._restart_strategy.can_restart():  # e.g. a database outage: try again
+            logger.warning(
+                "job %s: %s; retrying the commit (%r)",
+                self.job_graph.name,
+                cause,
+                self._restart_strategy,
+            )
+            self._main_thread.schedule(self._commit_final, self._restart_strategy.restart_delay())
+            return
+        self._failure = f"{cause} (no restart left: {self._restart_strategy!r})"
+        logger.info("job %s FAILED: %s", self.job_graph.name, self._failure)
+        self.graph.transition_job(JobStatus.FAILED)
+        self._complete()
+
+    def _complete(self) -> None:
+        """The job is terminal: keep what a later run may restore, publish the result."""
+        if self._ended is not None:
+            return
+        self._ended = time.time()
+        self.checkpoints.stop("the job ended")
+        graph = self.graph
+        if not graph.status.is_globally_terminal:
+            graph.transition_job(
+                JobStatus.CANCELED if graph.status is JobStatus.CANCELLING else JobStatus.FAILED
+            )
+        if graph.status is not JobStatus.FINISHED:
+            self._committer.abort(keep=self.checkpoints.retained())
+        details = self.details()
+        duration = self._ended - self._started
+        result: JobResult
+        if graph.status is JobStatus.FINISHED:
+            accumulators = {jv.name: jv.metrics() for jv in graph.vertices}
+            result = JobResultSuccess(self.job_graph.job_id, duration, accumulators, details)
+        else:
+            result = JobResultFailure(
+                self.job_graph.job_id, graph.status, duration, self._failure or "unknown", details
+            )
+        logger.info("job %s %s in %.2f s", self.job_graph.name, graph.status.name, duration)
+        self._context.job_terminated(result)
+
+    def details(self) -> JobDetails:
+        """The job as the Dispatcher and REST show it."""
+        vertices = [
+            VertexDetails(
+                jv.name,
+                jv.parallelism,
+                {s.name: n for s, n in jv.state_counts().items()},
+                jv.metrics(),
+            )
+            for jv in self.graph.vertices
+        ]
+        end = self._ended or time.time()
+        return JobDetails(
+            self.job_graph.job_id,
+            self.job_graph.name,
+            self.graph.status,
+            self._started,
+            end - self._started,
+            vertices,
+            sum(s.splits_total for s in self._sources.values()),
+            sum(s.splits_assigned for s in self._sources.values()),
+            self.restarts,
+            self.checkpoints.counts["completed"],
+        )
+
+
+def checkpoint_settings(configuration: Configuration) -> CheckpointSettings:
+    """``execution.checkpointing.*`` and ``state.checkpoints.num-retained``."""
+    return CheckpointSettings(
+        configuration.get(CheckpointingOptions.INTERVAL),
+        CheckpointingMode(configuration.get(CheckpointingOptions.MODE)),
+        configuration.get(CheckpointingOptions.TIMEOUT),
+        configuration.get(CheckpointingOptions.MAX_CONCURRENT),
+        configuration.get(CheckpointingOptions.MIN_PAUSE),
+        configuration.get(CheckpointingOptions.NUM_RETAINED),
+    )
+
+
+def _trigger(
+    gateway: TaskExecutorGateway,
+    attempt_id: ExecutionAttemptId,
+    checkpoint_id: int,
+    timestamp_ms: int,
+) -> Future[TaskOperationResult]:
+    return gateway.trigger_checkpoint(attempt_id, checkpoint_id, timestamp_ms)
+
+
+def _describe(error: BaseException | None) -> str:
+    return f"{type(error).__name__}: {error}"
