@@ -35,6 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples scripts
 	$(BIN)/ruff format --check src tests bench examples scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf out .millrace

@@ -43,6 +43,7 @@ from millrace.api.connector.source import SourceReaderContext
 from millrace.connectors.replay_source import ReplaySourceReader
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 
 STRIPE_STARTS: dict[int, float] = {}  # stripe index -> wall time its first record was due
 INPUT_DONE: list[float] = []  # per reader: wall time its last bundle had been processed
@@ -130,7 +131,9 @@ class MillraceContender:
             "pipeline.side-output.dir": str(work / "millrace-side-outputs"),
         }
         self._runs = 0
-        self.cluster = MiniCluster(Configuration(self.base), spark_session=spark).start()
+        self.cluster = MiniCluster(
+            Configuration(self.base), SparkTaskRuntime(Configuration(self.base), given=spark)
+        ).start()
 
     def close(self) -> None:
         self.cluster.close()

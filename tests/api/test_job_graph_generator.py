@@ -49,7 +49,10 @@ def test_keyed_window_makes_two_chained_vertices_joined_by_a_hash_edge(env) -> N
         SourceOperator,
         TransformOperator,
         LocalWindowAggregateOperator,
+        SinkOperator,  # the source's side outputs: dead letters
+        SinkOperator,  # and late records
     ]
+    assert [op.kind for op in first.operators][-2:] == [OperatorKind.SIDE_OUTPUT] * 2
     assert [type(op.deserialize()) for op in second.operators] == [
         WindowAggregateOperator,
         TransformOperator,
@@ -75,17 +78,32 @@ def test_non_decomposable_aggregate_ships_records(env) -> None:
         .sink_to(ParquetSink("out"))
     )
     first, _ = env.get_job_graph("job").vertices
-    assert isinstance(first.operators[-1].deserialize(), WindowAssignOperator)
+    assert isinstance(first.operators[-3].deserialize(), WindowAssignOperator)
 
 
 def test_source_straight_into_a_sink_is_one_vertex(env) -> None:
     source(env).transform(lambda df: df).sink_to(ParquetSink("out"))
     (vertex,) = env.get_job_graph("job").vertices
-    assert [type(op.deserialize()) for op in vertex.operators] == [
-        SourceOperator,
-        TransformOperator,
-        SinkOperator,
+    assert [op.kind for op in vertex.operators] == [
+        OperatorKind.SOURCE,
+        OperatorKind.TRANSFORM,
+        OperatorKind.SINK,
+        OperatorKind.SIDE_OUTPUT,
+        OperatorKind.SIDE_OUTPUT,
     ]
+
+
+def test_every_source_vertex_chains_its_side_outputs_as_sinks(env, tmp_path) -> None:
+    source(env).transform(lambda df: df).sink_to(ParquetSink("out"))
+    (vertex,) = env.get_job_graph("a job").vertices
+    side = [op.deserialize() for op in vertex.operators if op.kind is OperatorKind.SIDE_OUTPUT]
+    assert [s.side_output for s in side] == ["dead-letters", "late"]
+    assert [s.sink.path.rsplit("/", 2)[-2:] for s in side] == [
+        ["a_job", "dead-letters"],
+        ["a_job", "late"],
+    ]
+    assert all(s.sink.mode == "append" for s in side)
+    assert "Side output" not in vertex.name  # not part of what the vertex does
 
 
 def test_no_sink_is_an_error(env) -> None:
@@ -127,7 +145,7 @@ def test_several_sinks_of_one_stream_chain_into_one_vertex(env) -> None:
     stream.sink_to(ParquetSink("a"))
     stream.sink_to(ParquetSink("b"))
     (vertex,) = env.get_job_graph("job").vertices
-    assert [op.kind for op in vertex.operators][-2:] == [OperatorKind.SINK, OperatorKind.SINK]
+    assert [op.kind for op in vertex.operators][-4:-2] == [OperatorKind.SINK, OperatorKind.SINK]
 
 
 def test_vertex_ids_are_stable_across_builds_and_ignore_sink_targets(spark) -> None:
@@ -177,6 +195,8 @@ def test_operators_travel_as_user_code_with_exact_spark_columns(env) -> None:
         OperatorKind.SOURCE,
         OperatorKind.TRANSFORM,
         OperatorKind.PARTITION,
+        OperatorKind.SIDE_OUTPUT,
+        OperatorKind.SIDE_OUTPUT,
     ]
     assert second.operators[-1].name.startswith("Sink: parquet at /")
     window = second.operators[0].deserialize()

@@ -21,6 +21,7 @@ from millrace import Configuration, DirectorySource, ParquetSink, StreamExecutio
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.integration.helpers import expected_flight_delays, read_flights
 from tests.integration.streams import (
     arrive,
@@ -83,7 +84,7 @@ def test_a_declined_and_an_expired_checkpoint_lose_nothing_and_the_job_runs_on(
     flights = read_flights(flights_dir)
     expected = expected_flight_delays(flights)
 
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)

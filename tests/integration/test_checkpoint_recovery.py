@@ -15,6 +15,7 @@ from millrace.errors import JobSubmissionError
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
@@ -57,7 +58,7 @@ def test_task_manager_lost_after_a_checkpoint_restores_it_and_output_is_exact(
     env = StreamExecutionEnvironment(conf, spark)
     load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
     graph = env.get_job_graph("flight-delays-checkpointed")
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         waiting = cluster.job_client.submit_job_wait(graph)
@@ -100,7 +101,7 @@ def test_frequent_checkpoints_leave_the_output_unchanged(spark, flights_dir, tmp
     env = StreamExecutionEnvironment(conf, spark)
     load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
     graph = env.get_job_graph("flight-delays-checkpointed")
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         result = result_within(cluster.job_client.submit_job_wait(graph), WAIT, what="the job")
     assert isinstance(result, JobResultSuccess) and result.details.restarts == 0
     assert result.details.checkpoints >= 3

@@ -12,6 +12,7 @@ from millrace import Configuration, StreamExecutionEnvironment
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import expected_flight_delays, read_flights
 from tests.integration.streams import (
@@ -40,7 +41,7 @@ def test_files_arriving_in_a_directory_stream_through_windows_exactly_once(
     flights = read_flights(flights_dir)
     expected = expected_flight_delays(flights)
 
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)
@@ -72,7 +73,7 @@ def test_a_savepoint_resumes_in_a_new_job_at_another_parallelism(
     env = StreamExecutionEnvironment(first, spark)
     build_inbox_delays(env, inbox, out)
     graph = env.get_job_graph("inbox-delays")
-    with MiniCluster(first, spark_session=spark) as cluster:
+    with MiniCluster(first, SparkTaskRuntime(first, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)
@@ -95,7 +96,7 @@ def test_a_savepoint_resumes_in_a_new_job_at_another_parallelism(
     resumed = env.get_job_graph("inbox-delays-resumed")
     assert resumed.savepoint_path == savepoint
     assert [v.vertex_id for v in resumed.vertices] == [v.vertex_id for v in graph.vertices]
-    with MiniCluster(second, spark_session=spark) as cluster:
+    with MiniCluster(second, SparkTaskRuntime(second, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(resumed).result(60)

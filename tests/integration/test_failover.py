@@ -10,6 +10,7 @@ import pytest
 from millrace import Configuration, StreamExecutionEnvironment
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
@@ -44,7 +45,7 @@ def test_task_manager_lost_mid_job_restarts_and_output_is_exact(
     env = StreamExecutionEnvironment(conf, spark)
     load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
     graph = env.get_job_graph("flight-delays-failover")
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         waiting = cluster.job_client.submit_job_wait(graph)
         details = lambda: cluster.job_client.request_job_details(graph.job_id).result(30)  # noqa: E731
         wait_until(  # mid-job: some months read, most not

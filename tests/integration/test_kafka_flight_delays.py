@@ -23,6 +23,7 @@ from millrace.runtime.checkpoint.checkpoint_storage import CheckpointStorage
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
@@ -135,7 +136,7 @@ def test_task_manager_lost_mid_job_rewinds_the_offsets_and_output_is_exact(
     build(env, kafka_broker.bootstrap_servers, flights_topic, str(tmp_path / "out"))
     graph = env.get_job_graph("kafka-flight-delays-checkpointed")
     storage = CheckpointStorage(str(tmp_path / "unused"), str(tmp_path / "unused"))
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         waiting = cluster.job_client.submit_job_wait(graph)

@@ -13,6 +13,7 @@ import pytest
 from millrace import Configuration, KafkaSource, ParquetSink, StreamExecutionEnvironment
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.integration.helpers import expected_flight_delays, read_flights
 from tests.integration.kafka_flights import (
     FLIGHTS_SCHEMA,
@@ -59,7 +60,7 @@ def run_with_one_silent_partition(
     expected = expected_flight_delays(flights)
     wanted = expected[expected["window_end"] <= last - pd.Timedelta(hours=1)]
 
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)

@@ -14,6 +14,7 @@ from millrace import Configuration, KafkaSource, ParquetSink, StreamExecutionEnv
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import expected_flight_delays, read_flights
 from tests.integration.kafka_flights import (
@@ -84,7 +85,7 @@ def test_flights_arriving_in_a_topic_stream_through_windows_exactly_once(
         produce_range(bootstrap, topic, messages, produced, stop, PARTITIONS)
         produced = stop
 
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)
@@ -136,7 +137,7 @@ def test_latest_starting_offsets_skip_what_the_topic_held_when_the_job_started(
         expected["window_end"] <= in_february["time_hour"].max() - pd.Timedelta(hours=1)
     ]
 
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)

@@ -25,6 +25,7 @@ from millrace.errors import JobSubmissionError
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.waiting import WAIT, result_within, wait_until
 
@@ -151,7 +152,7 @@ def test_compacted_state_restored_after_a_crash_gives_the_batch_answer(
     def compactions() -> int:
         return sum(COMPACTED in r.getMessage() for r in caplog.records)
 
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         waiting = cluster.job_client.submit_job_wait(graph)

@@ -36,6 +36,7 @@ from millrace import (
 )
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.integration.streams import committed, stream_settings, wait_for_rows
 from tests.waiting import wait_value
 
@@ -98,7 +99,7 @@ def test_records_of_a_fired_window_are_late_and_those_of_the_next_window_are_not
         .sink_to(ParquetSink(str(out)))
     )
     graph = env.get_job_graph("late-records")
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)

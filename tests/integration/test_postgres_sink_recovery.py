@@ -20,6 +20,7 @@ from millrace.errors import JobSubmissionError
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
@@ -101,7 +102,7 @@ def test_task_manager_lost_mid_job_leaves_exactly_the_pandas_rows_in_postgres(
     sink = PostgresSink(postgres_conninfo, "delays", staging=str(tmp_path / "staging"))
     build(env, flights_dir, tmp_path / "out", sink)
     graph = env.get_job_graph("flight-delays-postgres")
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         waiting = cluster.job_client.submit_job_wait(graph)
@@ -162,7 +163,7 @@ def test_a_database_outage_at_the_final_commit_is_retried_and_nothing_is_lost(
     build(env, flights_dir, tmp_path / "out", sink)
     graph = env.get_job_graph("flight-delays-outage")
     caplog.set_level("WARNING", logger="millrace.runtime.jobmaster.job_master")
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         waiting = cluster.job_client.submit_job_wait(graph)

@@ -14,6 +14,7 @@ from millrace import Configuration, ParquetSink, ReplaySource, StreamExecutionEn
 from millrace.api.connector.source import SourceReaderContext
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.integration.helpers import (
     assert_same_result,
     expected_flight_delays,
@@ -132,7 +133,7 @@ def test_flight_delays_over_a_replay_equals_pandas(spark, flights_dir, tmp_path)
     graph = env.get_job_graph("replayed-delays")
     assert graph.configuration["execution.checkpointing.interval"] == "500 ms"
     started = time.monotonic()
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         result = cluster.job_client.submit_job_wait(graph).result(600)
     assert isinstance(result, JobResultSuccess), result
     assert time.monotonic() - started >= FLIGHTS / rate  # paced, not read at once

@@ -33,6 +33,7 @@ from millrace.runtime.job_result import JobResultFailure
 from millrace.runtime.jobmaster.job_preparation import prepare_job
 from millrace.runtime.jobmaster.sink_committer import SinkCommitter
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import stop_process
 from tests.integration.helpers import (
     assert_same_result,
@@ -122,7 +123,7 @@ def test_a_checkpoint_whose_commit_failed_is_committed_once_when_the_job_resumes
     load(script).build(env, str(flights_dir), str(out), conninfo, str(staging))
     graph = env.get_job_graph("sink-commit-recovery")
 
-    with MiniCluster(conf, spark_session=spark) as cluster:
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         waiting = cluster.job_client.submit_job_wait(graph)

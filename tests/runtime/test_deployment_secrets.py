@@ -13,6 +13,7 @@ from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.jobgraph import JobGraph, JobVertex
 from millrace.runtime.minicluster import MiniCluster
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
+from millrace.testing import TestingTaskRuntime
 
 WAIT = 10.0
 SECRET = "never-in-a-deployment-0123456789"
@@ -34,7 +35,7 @@ def cluster(tmp_path) -> Iterator[MiniCluster]:
             "security.ssl.key": str(tmp_path / "private.key"),
         }
     )
-    with MiniCluster(conf, spark_session=object()) as mc:
+    with MiniCluster(conf, TestingTaskRuntime()) as mc:
         yield mc
 
 

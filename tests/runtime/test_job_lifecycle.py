@@ -19,6 +19,7 @@ from millrace.runtime.job_result import JobResultFailure, JobResultSuccess
 from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
 from millrace.runtime.minicluster import MiniCluster
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
+from millrace.testing import TestingTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.waiting import wait_until
 
@@ -75,7 +76,7 @@ def cluster(tmp_path) -> Iterator[MiniCluster]:
             "restart-strategy.type": "none",
         }
     )
-    with MiniCluster(conf, spark_session=object()) as mc:
+    with MiniCluster(conf, TestingTaskRuntime()) as mc:
         yield mc
 
 
@@ -211,7 +212,7 @@ def restarting_cluster(tmp_path) -> Iterator[MiniCluster]:
             "heartbeat.pause": "500 ms",
         }
     )
-    with MiniCluster(conf, spark_session=object()) as mc:
+    with MiniCluster(conf, TestingTaskRuntime()) as mc:
         yield mc
 
 
@@ -268,7 +269,7 @@ def quiet_cluster(tmp_path) -> Iterator[MiniCluster]:
             "heartbeat.pause": "120 s",
         }
     )
-    with MiniCluster(conf, spark_session=object()) as mc:
+    with MiniCluster(conf, TestingTaskRuntime()) as mc:
         yield mc
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
 
 import pytest
 
@@ -23,11 +22,12 @@ from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceMa
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
+from millrace.testing import TestingTaskRuntime
 from millrace.types import Address, AllocationId, ExecutionAttemptId, JobId, JobVertexId, ResourceId
 from tests import waiting
 
 WAIT = 10.0
-SPARK: Future[object] = Future()  # the TaskExecutors here never run a Spark task
+SPARK = TestingTaskRuntime()  # the TaskExecutors here never run a Spark task
 CONF = Configuration({"rpc.lookup-timeout": "300 ms", "rpc.ask-timeout": "5 s"})
 
 

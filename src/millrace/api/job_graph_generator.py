@@ -12,7 +12,8 @@ cluster (``SerializedOperator``), so the embedded cluster runs what a standalone
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
@@ -51,15 +52,29 @@ WINDOW_TASK = "millrace.spark.window_stream_task:WindowStreamTask"
 
 
 def generate_job_graph(
-    name: str, sinks: list[SinkTransformation], default_parallelism: int, max_parallelism: int
+    name: str,
+    sinks: list[SinkTransformation],
+    default_parallelism: int,
+    max_parallelism: int,
+    side_outputs: Mapping[str, Any] | None = None,
 ) -> JobGraph:
     """Build the JobGraph of the pipelines ending in ``sinks``.
+
+    Args:
+        name: The job's name.
+        sinks: The pipelines' sinks.
+        default_parallelism: Parallelism of operators that set none.
+        max_parallelism: Key groups (``pipeline.max-parallelism``).
+        side_outputs: Tag (``dead-letters``, ``late``) -> the sink every source vertex writes
+            that side output to; chained into each source vertex as SIDE_OUTPUT operators.
 
     Raises:
         PipelineError: If the pipeline has no sink, branches, or uses a construct that cannot be
             chained (a parallelism change without key_by, a window without event time).
         UserCodeError: If an operator's user code cannot be serialized.
     """
+    import millrace.spark.column_serde  # noqa: F401  (ships Spark columns with the operators)
+
     if not sinks:
         raise PipelineError("the pipeline has no sink: call sink_to() before execute()")
     vertices: list[JobVertex] = []
@@ -68,9 +83,15 @@ def generate_job_graph(
     fan_out: dict[int, list[SinkTransformation]] = {}  # several sinks of one stream
     for sink in sinks:
         fan_out.setdefault(sink.input.id if sink.input else sink.id, []).append(sink)
+    extra = [
+        SinkOperator(sink, f"Side output: {tag}", side_output=tag)
+        for tag, sink in (side_outputs or {}).items()
+    ]
     for group in fan_out.values():
         chain = _linearize(group[0], seen)
-        _build_vertices([*chain, *group[1:]], default_parallelism, max_parallelism, vertices, edges)
+        _build_vertices(
+            [*chain, *group[1:]], default_parallelism, max_parallelism, vertices, edges, extra
+        )
     return _with_stable_ids(JobGraph(name, vertices, edges, max_parallelism=max_parallelism))
 
 
@@ -81,7 +102,7 @@ def _with_stable_ids(graph: JobGraph) -> JobGraph:
     renamed = {}
     for index, vertex in enumerate(graph.vertices):
         parts = [str(index), vertex.invokable]
-        parts += [op.name for op in vertex.operators if op.kind is not OperatorKind.SINK]
+        parts += [op.name for op in vertex.operators if not op.kind.writes]
         digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
         renamed[vertex.vertex_id] = JobVertexId(digest)
         vertex.vertex_id = JobVertexId(digest)
@@ -116,6 +137,7 @@ def _build_vertices(
     max_p: int,
     vertices: list[JobVertex],
     edges: list[JobEdge],
+    side_outputs: list[SinkOperator],
 ) -> None:
     source = chain[0]
     assert isinstance(source, SourceTransformation)
@@ -131,6 +153,7 @@ def _build_vertices(
         )
     ]
     current = JobVertex(source.name, parallelism, SOURCE_TASK, is_source=True)  # _finish: operators
+    source_side_outputs = side_outputs
     i = 1
     while i < len(chain):
         t = chain[i]
@@ -156,7 +179,8 @@ def _build_vertices(
                 if plan.decomposable
                 else WindowAssignOperator(t.keys, window.window, event_time)
             )
-            _finish(current, operators, vertices)
+            _finish(current, [*operators, *source_side_outputs], vertices)
+            source_side_outputs = []
             nxt_p = window.parallelism or default_p
             if nxt_p > max_p:
                 raise PipelineError(
@@ -172,7 +196,7 @@ def _build_vertices(
         else:
             raise PipelineError(f"unsupported transformation {t.name!r}")
         i += 1
-    _finish(current, operators, vertices)
+    _finish(current, [*operators, *source_side_outputs], vertices)
 
 
 _KINDS: dict[type, OperatorKind] = {
@@ -188,11 +212,21 @@ _KINDS: dict[type, OperatorKind] = {
 def _finish(vertex: JobVertex, operators: list[object], vertices: list[JobVertex]) -> None:
     names = [getattr(op, "name", type(op).__name__.removesuffix("Operator")) for op in operators]
     vertex.operators = tuple(
-        SerializedOperator.of(_KINDS[type(op)], name, op)
+        SerializedOperator.of(_kind(op), name, op)
         for op, name in zip(operators, names, strict=True)
     )
-    vertex.name = " -> ".join(names)
+    vertex.name = " -> ".join(
+        name
+        for op, name in zip(operators, names, strict=True)
+        if _kind(op) is not OperatorKind.SIDE_OUTPUT
+    )
     vertices.append(vertex)
+
+
+def _kind(op: object) -> OperatorKind:
+    if isinstance(op, SinkOperator) and op.side_output is not None:
+        return OperatorKind.SIDE_OUTPUT
+    return _KINDS[type(op)]
 
 
 def _check_parallelism(t: Transformation, vertex: JobVertex) -> None:

@@ -87,7 +87,15 @@ class WindowAggregateOperator:
 
 @dataclass(frozen=True)
 class SinkOperator:
-    """Writes each bundle to ``sink`` (``millrace.sinks``)."""
+    """Writes each bundle to ``sink`` (``millrace.connectors``).
+
+    Attributes:
+        sink: The connector (``millrace.api.connector.sink.Sink``).
+        name: Operator name.
+        side_output: For a source's side-output sink, which one (``dead-letters`` or
+            ``late``; ``millrace.spark.side_outputs``); None for the chain's own output.
+    """
 
     sink: Any
     name: str
+    side_output: str | None = None

@@ -220,10 +220,17 @@ class StreamExecutionEnvironment:
         Raises:
             PipelineError: If the pipeline is invalid (see ``generate_job_graph``).
         """
+        from millrace.spark.side_outputs import side_output_sinks
+
+        settings = _job_configuration(self.configuration)
         job_graph = generate_job_graph(
-            job_name, self._sinks, self._parallelism, self._max_parallelism
+            job_name,
+            self._sinks,
+            self._parallelism,
+            self._max_parallelism,
+            side_output_sinks(Configuration(settings), job_name),
         )
-        job_graph.configuration = _job_configuration(self.configuration)
+        job_graph.configuration = settings
         savepoint = self.configuration.get(CheckpointingOptions.SAVEPOINT_PATH)
         job_graph.savepoint_path = absolute_local_path(savepoint) if savepoint else None
         return job_graph
@@ -254,8 +261,10 @@ class StreamExecutionEnvironment:
     def _execute_locally(self, job_graph: JobGraph) -> JobResult:
         from millrace.runtime.client.job_client import NO_TIMEOUT
         from millrace.runtime.minicluster import MiniCluster
+        from millrace.spark.spark_task_runtime import SparkTaskRuntime
 
-        with MiniCluster(self.configuration, spark_session=self.spark) as cluster:
+        runtime = SparkTaskRuntime(self.configuration, given=self.spark)
+        with MiniCluster(self.configuration, runtime) as cluster:
             return cluster.job_client.submit_job_wait(job_graph).result(timeout=NO_TIMEOUT)
 
 

@@ -132,9 +132,11 @@ def taskmanager_start(
     if foreground:
         conf = _secret_from_environment(conf)
         from millrace.runtime.taskexecutor.task_manager_runner import TaskManagerRunner
+        from millrace.spark.spark_task_runtime import SparkTaskRuntime
 
         configure_logging(conf, "taskmanager", stderr=True)
-        raise typer.Exit(_run_process(console, TaskManagerRunner(conf, address).run))
+        runtime = SparkTaskRuntime(conf, app_name="millrace-taskmanager", warm_up=True)
+        raise typer.Exit(_run_process(console, TaskManagerRunner(conf, address, runtime).run))
     _start_taskmanager_daemon(console, conf, address, dynamic, config_file)
 
 

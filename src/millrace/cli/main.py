@@ -109,13 +109,16 @@ def run(
 def _run_embedded(
     console: Console, conf: Configuration, script: Path, args: list[str]
 ) -> tuple[int, float]:
+    from millrace.spark.spark_task_runtime import SparkTaskRuntime
+
     started = time.monotonic()
-    cluster = MiniCluster(conf)
+    runtime = SparkTaskRuntime(conf)
+    cluster = MiniCluster(conf, runtime)
     spark_seconds = 0.0
     try:
         with console.status("Starting the cluster and Spark..."):
             cluster.start()
-            spark = cluster.spark()
+            spark = runtime.get()
         spark_seconds = time.monotonic() - started
         console.print(
             f"Cluster up: {len(cluster.task_executors)} TaskManagers x "

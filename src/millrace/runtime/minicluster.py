@@ -1,17 +1,16 @@
 """MiniCluster: the whole cluster in one process, on the in-process RPC transport.
 
 Starts a ResourceManager, a Dispatcher, ``minicluster.number-of-taskmanagers`` TaskExecutors
-with ``taskmanager.numberOfTaskSlots`` slots each, a JobClient, and one SparkSession shared by
-the TaskManagers (started on a background thread while the control plane comes up). ``close``
-stops every endpoint, the I/O threads and, if the cluster started it, Spark and its JVM.
+with ``taskmanager.numberOfTaskSlots`` slots each, a JobClient, and the data plane the
+TaskManagers share (a ``TaskRuntime``, injected: Spark's is
+``millrace.spark.spark_task_runtime.SparkTaskRuntime``, started in the background while the
+control plane comes up). ``close`` stops every endpoint, the I/O threads and the data plane.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
 
 from millrace.config import ClusterOptions, Configuration
 from millrace.rpc import LocalRpcService
@@ -20,6 +19,7 @@ from millrace.runtime.dispatcher.dispatcher import Dispatcher
 from millrace.runtime.io_executor import create_io_executor, shutdown_io_executor
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
+from millrace.runtime.taskexecutor.task_runtime import TaskRuntime
 from millrace.types import ResourceId
 
 __all__ = ["MiniCluster"]
@@ -34,9 +34,7 @@ class MiniCluster:
 
     Args:
         configuration: Cluster configuration (validated on ``start``).
-        spark_session: An already running SparkSession to share, or None to start one.
-        spark_factory: Starts a SparkSession from the configuration (default
-            ``millrace.spark.spark_session.create_spark_session``).
+        task_runtime: The data plane of the TaskManagers (started and stopped here).
 
     Threading:
         ``start`` and ``close`` from one thread; ``job_client`` from any.
@@ -47,16 +45,11 @@ class MiniCluster:
 
     def __init__(
         self,
-        configuration: Configuration | None = None,
-        spark_session: Any = None,
-        spark_factory: Callable[[Configuration], Any] | None = None,
+        configuration: Configuration,
+        task_runtime: TaskRuntime,
     ) -> None:
-        from millrace.spark.spark_session import BackgroundSparkSession
-
-        self.configuration = configuration or Configuration()
-        self._spark = BackgroundSparkSession(
-            self.configuration, given=spark_session, factory=spark_factory
-        )
+        self.configuration = configuration
+        self._runtime = task_runtime
         self._rpc: LocalRpcService | None = None
         self._io: ThreadPoolExecutor | None = None
         self.resource_manager: ResourceManager | None = None
@@ -67,7 +60,7 @@ class MiniCluster:
     def start(self) -> MiniCluster:
         """Start Spark (in the background) and every endpoint; returns self."""
         self.configuration.validate()
-        self._spark.start()
+        self._runtime.start()
         conf = self.configuration
         self._rpc = LocalRpcService("minicluster", configuration=conf)
         self._io = create_io_executor()
@@ -80,7 +73,7 @@ class MiniCluster:
                 self._rpc,
                 conf,
                 self.resource_manager.address,
-                self._spark.started,
+                self._runtime,
                 ResourceId(f"taskmanager-{i}"),
             )
             te.start()
@@ -89,13 +82,10 @@ class MiniCluster:
         self._job_client.start()
         return self
 
-    def spark(self) -> Any:
-        """The shared SparkSession; blocks until it started. Raises what starting raised."""
-        return self._spark.get()
-
     @property
-    def spark_started(self) -> Future[Any]:
-        return self._spark.started
+    def task_runtime(self) -> TaskRuntime:
+        """The TaskManagers' data plane."""
+        return self._runtime
 
     @property
     def job_client(self) -> JobClientGateway:
@@ -105,7 +95,7 @@ class MiniCluster:
         return self._job_client.get_self_gateway(JobClientGateway)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Stop endpoints, I/O threads and (if started here) Spark and its JVM; idempotent."""
+        """Stop endpoints, I/O threads and the data plane; idempotent."""
         try:
             if self._rpc is not None:
                 rpc, self._rpc = self._rpc, None
@@ -118,7 +108,7 @@ class MiniCluster:
             if self._io is not None:
                 shutdown_io_executor(self._io, _IO_SHUTDOWN_TIMEOUT)
                 self._io = None
-            self._spark.stop()
+            self._runtime.stop()
 
     def __enter__(self) -> MiniCluster:
         return self.start()

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["load_column", "reduce_column"]
+from millrace.runtime.jobgraph.user_code import UserCodeError, register_reducer
+
+__all__ = ["load_column", "reduce_column", "reduce_spark_object"]
+
+_NOT_SHIPPABLE = {
+    "SparkSession": "use the DataFrame's own session inside the function (df.sparkSession)",
+    "SparkContext": "use df.sparkSession.sparkContext inside the function",
+    "DataFrame": "read the data inside the function (df.sparkSession.read...) instead of "
+    "capturing a DataFrame built by the script",
+}
 
 
 def _jvm() -> Any:
@@ -70,3 +79,29 @@ def load_column(spark_version: str, node: bytes) -> Any:
         return Column(jvm.org.apache.spark.sql.Column(stream.readObject()))
     finally:
         stream.close()
+
+
+def reduce_spark_object(obj: Any) -> Any:
+    """The user-code reducer of Spark's objects (``register_reducer``): a classic Column ships
+    as its expression tree (:func:`reduce_column`); a SparkSession, SparkContext or DataFrame
+    must not travel; anything else is not Spark's (``NotImplemented``).
+
+    Raises:
+        UserCodeError: For a SparkSession, SparkContext or DataFrame, with what to do instead.
+    """
+    cls = type(obj)
+    module = cls.__module__
+    if not module.startswith("pyspark."):
+        return NotImplemented
+    if cls.__name__ == "Column" and module.startswith("pyspark.sql.classic"):
+        return reduce_column(obj)
+    advice = _NOT_SHIPPABLE.get(cls.__name__)
+    if advice is not None and module.startswith(("pyspark.sql", "pyspark.core", "pyspark.context")):
+        raise UserCodeError(
+            f"a {cls.__name__} is captured by user code and cannot be shipped to the "
+            f"TaskManagers; {advice}"
+        )
+    return NotImplemented
+
+
+register_reducer(reduce_spark_object)

@@ -2,8 +2,9 @@
 
 Layout: ``<pipeline.side-output.dir>/<job name>/dead-letters/`` and ``.../late/``, Parquet with
 columns ``source`` (split), ``reason``, ``record`` (the original text, or the row as JSON),
-``subtask``. Every source vertex has one ParquetSink (append mode) per side output, at the
-chain positions ``DEAD_LETTERS`` and ``LATE``: a source task stages a file for a bundle that had
+``subtask``. Every source vertex has one ParquetSink (append mode) per side output, chained
+into it when the JobGraph is built as a SIDE_OUTPUT operator tagged ``DEAD_LETTERS`` or
+``LATE``, an ordinary sink to the runtime: a source task stages a file for a bundle that had
 such records (its Observation said so, so the common case costs no extra Spark job), the next
 checkpoint lists it, and the JobMaster commits it with the job's other sinks (two-phase commit).
 A replay after a restore therefore writes no record twice; a bounded job's last files are
@@ -28,12 +29,10 @@ __all__ = [
     "side_output_sinks",
 ]
 
-DEAD_LETTERS = -1
-"""Chain position of a source vertex's dead-letter sink (sink keys are (vertex, position))."""
-LATE = -2
-"""Chain position of a source vertex's late-record sink."""
-
-_TAGS = {DEAD_LETTERS: "dead-letters", LATE: "late"}
+DEAD_LETTERS = "dead-letters"
+"""Tag of a source vertex's dead-letter sink (``SinkOperator.side_output``)."""
+LATE = "late"
+"""Tag of a source vertex's late-record sink."""
 
 
 def side_output_dir(configuration: Configuration, job_name: str, tag: str) -> str:
@@ -42,15 +41,12 @@ def side_output_dir(configuration: Configuration, job_name: str, tag: str) -> st
     return str(Path(configuration.get(PipelineOptions.SIDE_OUTPUT_DIR)) / safe / tag)
 
 
-def side_output_sinks(configuration: Configuration, job_name: str) -> dict[int, ParquetSink]:
-    """Chain position -> the side-output sink of every source vertex of job ``job_name``.
-
-    The JobMaster (commits) and the source tasks (staging) build the same sinks from the job's
-    configuration.
-    """
+def side_output_sinks(configuration: Configuration, job_name: str) -> dict[str, ParquetSink]:
+    """Tag -> the side-output sink of every source vertex of job ``job_name`` (chained into
+    the source vertices when the JobGraph is built, from the client's configuration)."""
     return {
-        position: ParquetSink(side_output_dir(configuration, job_name, tag), mode="append")
-        for position, tag in _TAGS.items()
+        tag: ParquetSink(side_output_dir(configuration, job_name, tag), mode="append")
+        for tag in (DEAD_LETTERS, LATE)
     }
 
 

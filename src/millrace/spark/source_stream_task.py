@@ -28,6 +28,7 @@ from typing import Any
 from millrace.api.connector.source import SourceBundle, SourceReader, SourceReaderContext
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
+    SinkOperator,
     SourceOperator,
     WindowAssignOperator,
 )
@@ -42,12 +43,7 @@ from millrace.runtime.io.partition_events import (
     WatermarkStatus,
 )
 from millrace.spark.exchange import write_exchange_files
-from millrace.spark.side_outputs import (
-    DEAD_LETTERS,
-    LATE,
-    side_output_rows,
-    side_output_sinks,
-)
+from millrace.spark.side_outputs import DEAD_LETTERS, LATE, side_output_rows
 from millrace.spark.source_watermarks import SplitWatermarkTracker
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import (
@@ -82,7 +78,11 @@ class SourceStreamTask(SparkStreamTask):
         if not isinstance(source_op, SourceOperator):
             raise PipelineError("a source chain must start with a SourceOperator", env.task_name)
         self._source_op = source_op
-        self._tail = self.operators[-1]
+        self._tail = [
+            op
+            for op in self.operators
+            if not (isinstance(op, SinkOperator) and op.side_output is not None)
+        ][-1]
         conf = env.configuration
         self._max_delay = conf.get(ExecutionOptions.BUNDLE_MAX_DELAY)
         self._retry_interval = conf.get(ExecutionOptions.SOURCE_DISCOVERY_INTERVAL)
@@ -97,7 +97,6 @@ class SourceStreamTask(SparkStreamTask):
             )
         )
         self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
-        self._side_outputs = side_output_sinks(conf, self.tdd.job_name)
         self._active = True
         self._idle_timeout = (
             source_op.idle_timeout_ms / 1000 if source_op.idle_timeout_ms is not None else None
@@ -354,12 +353,20 @@ class SourceStreamTask(SparkStreamTask):
         )
         self._stage_side_output(LATE, late, splits, sequence)
 
-    def _stage_side_output(
-        self, position: int, frame: Any, splits: list[str], sequence: int
-    ) -> None:
-        """One Spark job collects the rows; the side output's sink stages them."""
+    def _stage_side_output(self, tag: str, frame: Any, splits: list[str], sequence: int) -> None:
+        """One Spark job collects the rows; the side output's sink stages them.
+
+        Raises:
+            PipelineError: If the JobGraph chained no sink for side output ``tag``.
+        """
+        if tag not in self.side_outputs:
+            raise PipelineError(
+                f"the JobGraph has no {tag!r} side-output sink in this source vertex",
+                self.environment.task_name,
+            )
+        position, sink = self.side_outputs[tag]
         rows = side_output_rows(frame, _source_column(splits), self.tdd.subtask_index)
-        self.stage(position, self._side_outputs[position], self.collect(rows), sequence)
+        self.stage(position, sink, self.collect(rows), sequence)
 
 
 def _require_column(frame: Any, column: str, task_name: str) -> None:

@@ -39,8 +39,15 @@ class SparkStreamTask(AbstractInvokable):
         self.operators = tuple(op.deserialize() for op in environment.tdd.operators)
         self.transforms = [op for op in self.operators if isinstance(op, TransformOperator)]
         self.sinks = [
-            (i, op) for i, op in enumerate(self.operators) if isinstance(op, SinkOperator)
+            (i, op)
+            for i, op in enumerate(self.operators)
+            if isinstance(op, SinkOperator) and op.side_output is None
         ]
+        self.side_outputs: dict[str, tuple[int, Any]] = {
+            op.side_output: (i, op.sink)
+            for i, op in enumerate(self.operators)
+            if isinstance(op, SinkOperator) and op.side_output is not None
+        }
         self._staged: dict[int, list[str]] = {i: [] for i, _ in self.sinks}
         self._staging_sinks: dict[int, Any] = {i: op.sink for i, op in self.sinks}
         self.ask_timeout = environment.configuration.get(RpcOptions.ASK_TIMEOUT)

@@ -6,6 +6,8 @@
 * :class:`TestingTaskExecutorGateway`, :class:`TestingResourceManagerGateway`: gateways whose
   answers a test sets per method and whose calls it can read back (Flink's
   TestingTaskExecutorGatewayBuilder and TestingResourceManagerGateway).
+* :class:`TestingTaskRuntime`: a data plane that starts at once and runs nothing, for a
+  MiniCluster whose tasks need no Spark.
 
 Nothing here is used by production code; it ships with the package so that users' and
 connectors' tests can use it too.
@@ -16,9 +18,11 @@ from millrace.testing.testing_gateways import (
     TestingResourceManagerGateway,
     TestingTaskExecutorGateway,
 )
+from millrace.testing.testing_task_runtime import TestingTaskRuntime
 
 __all__ = [
     "ManuallyTriggeredMainThreadExecutor",
     "TestingResourceManagerGateway",
     "TestingTaskExecutorGateway",
+    "TestingTaskRuntime",
 ]

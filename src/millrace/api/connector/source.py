@@ -15,13 +15,12 @@ out again starting at their positions; sources rewind (Kafka offsets, file rows)
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from millrace.config import Configuration
-from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
+from millrace.runtime.io.input_split import InputSplit, SplitState
+from millrace.runtime.source.split_enumerator import Boundedness, SplitEnumerator
 
 __all__ = [
     "Boundedness",
@@ -31,58 +30,6 @@ __all__ = [
     "SourceReaderContext",
     "SplitEnumerator",
 ]
-
-
-class Boundedness(enum.Enum):
-    """Whether a source ends (Flink's Boundedness)."""
-
-    BOUNDED = "BOUNDED"
-    CONTINUOUS_UNBOUNDED = "CONTINUOUS_UNBOUNDED"
-
-
-class SplitEnumerator(Protocol):
-    """Discovers a source's splits and assigns them to subtasks, in the JobMaster.
-
-    Threading:
-        ``discover`` runs in the JobMaster's I/O executor and may block (list files, fetch
-        metadata); every other method runs on the JobMaster's main thread and must not block.
-    """
-
-    def discover(self) -> list[InputSplit]:
-        """Splits found since the last call (all of them on the first call).
-
-        A bounded source's enumerator is asked once; an unbounded one again every
-        ``source.discovery-interval``. Splits with an id seen before are ignored by the caller.
-
-        Raises:
-            Exception: Whatever listing raises; the job fails (first call) or the discovery is
-                retried at the next interval (later calls).
-        """
-        ...
-
-    def add_splits(self, splits: Sequence[InputSplit]) -> None:
-        """Splits to hand out (new from ``discover``, or back from a restore)."""
-        ...
-
-    def next_split(self, subtask_index: int, parallelism: int) -> NextInputSplit:
-        """The next split for subtask ``subtask_index``; split None when none is left for it
-        now (``more_expected`` tells whether to ask again later).
-
-        The reply's ``watermark_bound_ms`` bounds the event times of the splits this subtask
-        may still receive (see NextInputSplit); an unbounded source that cannot know returns
-        MAX_WATERMARK, so undiscovered splits do not hold the watermark back.
-        """
-        ...
-
-    @property
-    def splits_total(self) -> int:
-        """Splits known so far (progress)."""
-        ...
-
-    @property
-    def splits_assigned(self) -> int:
-        """Splits handed out so far (progress)."""
-        ...
 
 
 @dataclass(frozen=True)

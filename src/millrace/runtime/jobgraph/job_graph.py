@@ -29,8 +29,8 @@ class OperatorKind(enum.Enum):
     """What a chained operator does, as far as the runtime needs to know.
 
     SOURCE reads input splits (its connector enumerates them in the JobMaster); SINK writes
-    output (its connector is prepared and committed by the JobMaster); the others run only in
-    tasks.
+    output and SIDE_OUTPUT writes a source's dead letters or late records (their connectors are
+    prepared and committed by the JobMaster alike); the others run only in tasks.
     """
 
     SOURCE = "SOURCE"
@@ -38,6 +38,12 @@ class OperatorKind(enum.Enum):
     PARTITION = "PARTITION"
     WINDOW = "WINDOW"
     SINK = "SINK"
+    SIDE_OUTPUT = "SIDE_OUTPUT"
+
+    @property
+    def writes(self) -> bool:
+        """Whether the operator's connector is a two-phase-commit sink (SINK, SIDE_OUTPUT)."""
+        return self in (OperatorKind.SINK, OperatorKind.SIDE_OUTPUT)
 
 
 @dataclass(frozen=True)

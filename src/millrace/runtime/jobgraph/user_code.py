@@ -6,10 +6,11 @@ cloudpickle (functions of the job script travel by value, library code by refere
 deserialized where they run: source and sink connectors in the JobMaster, the whole chain in a
 task. Flink does the same with its user-code ``SerializedValue`` in each JobVertex.
 
-Spark's classic ``Column`` is a handle on a JVM object; it travels as its Java-serialized
-expression tree and is rebuilt in the receiving process's JVM (``millrace.spark.column_serde``),
-so the expression is exact, not re-parsed. A SparkSession, SparkContext or DataFrame captured
-in a closure cannot travel: serializing one raises :class:`UserCodeError` saying what to do.
+Objects that plain pickling cannot ship are handled by reducers that the data plane registers
+(:func:`register_reducer`; the runtime knows no data plane): ``millrace.spark.column_serde``
+ships Spark's classic ``Column`` as its Java-serialized expression tree, rebuilt in the
+receiving process's JVM, so the expression is exact, not re-parsed, and refuses a SparkSession,
+SparkContext or DataFrame captured in a closure with a :class:`UserCodeError` saying what to do.
 
 User code is loaded only by processes that proved the cluster secret; the control-plane codec
 never unpickles (``millrace.rpc.message_codec``).
@@ -22,6 +23,7 @@ import io
 import os
 import pickle
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -29,45 +31,45 @@ import cloudpickle
 from millrace.errors import PipelineError
 
 __all__ = [
+    "Reducer",
     "UserCodeError",
     "add_user_code_root",
     "deserialize_user_code",
+    "register_reducer",
     "serialize_user_code",
 ]
 
 _user_code_roots: list[str] = []  # directories whose modules travel by value
 
-_NOT_SHIPPABLE = {
-    "SparkSession": "use the DataFrame's own session inside the function (df.sparkSession)",
-    "SparkContext": "use df.sparkSession.sparkContext inside the function",
-    "DataFrame": "read the data inside the function (df.sparkSession.read...) instead of "
-    "capturing a DataFrame built by the script",
-}
+Reducer = Callable[[Any], Any]
+"""``obj -> reduce tuple`` for the objects it ships, ``NotImplemented`` for the others; it may
+raise UserCodeError for an object that must not travel."""
+
+_reducers: list[Reducer] = []
 
 
 class UserCodeError(PipelineError):
     """User code cannot be serialized or deserialized (e.g. it captures a SparkSession)."""
 
 
+def register_reducer(reducer: Reducer) -> None:
+    """Let ``reducer`` ship (or refuse) objects plain pickling cannot (idempotent).
+
+    Threading:
+        At import time of the module that defines it.
+    """
+    if reducer not in _reducers:
+        _reducers.append(reducer)
+
+
 class _UserCodePickler(cloudpickle.Pickler):
-    """cloudpickle with Spark's JVM-backed objects handled (see the module docstring)."""
+    """cloudpickle with the registered reducers consulted first (see the module docstring)."""
 
     def reducer_override(self, obj: Any) -> Any:
-        cls = type(obj)
-        module = cls.__module__
-        if module.startswith("pyspark."):
-            if cls.__name__ == "Column" and module.startswith("pyspark.sql.classic"):
-                from millrace.spark.column_serde import reduce_column
-
-                return reduce_column(obj)
-            advice = _NOT_SHIPPABLE.get(cls.__name__)
-            if advice is not None and module.startswith(
-                ("pyspark.sql", "pyspark.core", "pyspark.context")
-            ):
-                raise UserCodeError(
-                    f"a {cls.__name__} is captured by user code and cannot be "
-                    f"shipped to the TaskManagers; {advice}"
-                )
+        for reducer in _reducers:
+            reduced = reducer(obj)
+            if reduced is not NotImplemented:
+                return reduced
         return super().reducer_override(obj)
 
 

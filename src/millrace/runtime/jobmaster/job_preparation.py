@@ -15,7 +15,6 @@ import shutil
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from millrace.config import Configuration
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
@@ -26,8 +25,8 @@ from millrace.runtime.checkpoint.state_assignment import (
 )
 from millrace.runtime.jobgraph import JobGraph, OperatorKind
 from millrace.runtime.jobmaster.sink_committer import SinkCommitter, SinkKey
+from millrace.runtime.sink import Sink
 from millrace.runtime.source.source_coordinator import SourceCoordinator
-from millrace.spark.side_outputs import side_output_sinks
 from millrace.types import JobVertexId
 
 __all__ = ["JobPreparer", "PreparedJob", "prepare_job"]
@@ -40,13 +39,13 @@ class PreparedJob:
     Attributes:
         sources: Source vertex -> its coordinator (splits discovered, restored positions).
         sinks: Sink connectors by (vertex id, chain position), including every source
-            vertex's side-output sinks (``millrace.spark.side_outputs``).
+            vertex's side-output sinks (SIDE_OUTPUT operators of its chain).
         restored: The checkpoint or savepoint restored from, if any.
         assignment: Its state, per subtask and source, if any.
     """
 
     sources: dict[JobVertexId, SourceCoordinator]
-    sinks: dict[SinkKey, Any]
+    sinks: dict[SinkKey, Sink]
     restored: CheckpointMetadata | None = None
     assignment: StateAssignment | None = None
 
@@ -78,11 +77,8 @@ def prepare_job(
         restored = storage.read(savepoint_path)
     assignment = assign_state(restored, job_graph) if restored is not None else None
     sources: dict[JobVertexId, SourceCoordinator] = {}
-    sinks: dict[SinkKey, Any] = {}
-    side_outputs = side_output_sinks(configuration, job_graph.name)
+    sinks: dict[SinkKey, Sink] = {}
     for vertex in job_graph.vertices:
-        if vertex.is_source:
-            sinks.update({(vertex.vertex_id, p): sink for p, sink in side_outputs.items()})
         for position, op in enumerate(vertex.operators):
             if op.kind is OperatorKind.SOURCE:
                 source_op = op.deserialize()
@@ -96,7 +92,7 @@ def prepare_job(
                 )
                 coordinator.add_discovered(enumerator.discover())
                 sources[vertex.vertex_id] = coordinator
-            elif op.kind is OperatorKind.SINK:
+            elif op.kind.writes:  # the chain's sinks and its side outputs alike
                 sinks[(vertex.vertex_id, position)] = op.deserialize().sink
     return PreparedJob(sources, sinks, restored, assignment)
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import Any
 
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
+from millrace.runtime.sink import Sink
 
 __all__ = ["SinkCommitter", "SinkKey"]
 
@@ -45,9 +45,9 @@ class SinkCommitter:
         self._executor = executor or ThreadPoolExecutor(
             1, thread_name_prefix=f"committer-{job_id[:8]}"
         )
-        self._sinks: dict[SinkKey, Any] = {}
+        self._sinks: dict[SinkKey, Sink] = {}
 
-    def set_sinks(self, sinks: Mapping[SinkKey, Any]) -> Future[None]:
+    def set_sinks(self, sinks: Mapping[SinkKey, Sink]) -> Future[None]:
         """Use ``sinks`` (loaded by the job's preparation) from the next queued work on."""
         given = dict(sinks)
 

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Iterable
 from dataclasses import replace
 
-from millrace.api.connector.source import Boundedness, SplitEnumerator
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
+from millrace.runtime.source.split_enumerator import Boundedness, SplitEnumerator
 
 __all__ = ["SourceCoordinator"]
 

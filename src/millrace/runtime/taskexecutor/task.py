@@ -64,7 +64,8 @@ class Task:
         tdd: The deployment descriptor.
         environment: The task's environment.
         report: Called on the task thread with (state, metrics, error) for every state change.
-        on_spark_cancel: Cancels the task's running Spark jobs (called on cancel).
+        cancel_work: Cancels the task's running data-plane work (its Spark jobs), again and
+            again until the task thread ends (``TaskRuntime.cancel_task_work``).
 
     Threading:
         ``start`` and ``cancel`` from the TaskExecutor's main thread; ``report`` runs on the
@@ -76,12 +77,12 @@ class Task:
         tdd: TaskDeploymentDescriptor,
         environment: TaskEnvironment,
         report: ReportFn,
-        on_spark_cancel: Callable[[], None] = lambda: None,
+        cancel_work: Callable[[], None] = lambda: None,
     ) -> None:
         self.tdd = tdd
         self.environment = environment
         self._report = report
-        self._on_spark_cancel = on_spark_cancel
+        self._cancel_work = cancel_work
         self._invokable: AbstractInvokable | None = None
         self._thread = threading.Thread(target=self._run, name=tdd.task_name, daemon=True)
         self._canceler: threading.Thread | None = None
@@ -114,7 +115,7 @@ class Task:
         deadline = time.monotonic() + _CANCEL_TIMEOUT
         while self._thread.is_alive():
             try:
-                self._on_spark_cancel()
+                self._cancel_work()
             except Exception:
                 logger.debug(
                     "cancelling the Spark jobs of %s failed", self.tdd.task_name, exc_info=True

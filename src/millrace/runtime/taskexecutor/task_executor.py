@@ -18,7 +18,6 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from millrace.config import (
     CheckpointingMode,
@@ -56,6 +55,7 @@ from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceMa
 from millrace.runtime.taskexecutor.task import Task
 from millrace.runtime.taskexecutor.task_environment import TaskEnvironment
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
+from millrace.runtime.taskexecutor.task_runtime import TaskRuntime
 from millrace.runtime.taskexecutor.task_slot_table import TaskSlotTable
 from millrace.types import (
     Address,
@@ -82,8 +82,8 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         rpc_service: Service to run on.
         configuration: Cluster configuration (slots, io.tmp.dirs, poll timeout).
         resource_manager_address: Where to register.
-        spark_session: The TaskManager's SparkSession, once started (tasks wait for it on
-            their own threads).
+        task_runtime: The data plane the tasks run on (started by the creator; tasks wait for
+            its session on their own threads).
         resource_id: Identity of this TaskManager (generated if None).
 
     Threading:
@@ -95,14 +95,14 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         rpc_service: RpcService,
         configuration: Configuration,
         resource_manager_address: str,
-        spark_session: Future[Any],
+        task_runtime: TaskRuntime,
         resource_id: ResourceId | None = None,
     ) -> None:
         self.resource_id = resource_id or ResourceId(f"taskmanager-{new_id()[:8]}")
         super().__init__(rpc_service, self.resource_id)
         self._configuration = configuration
         self._rm_address = resource_manager_address
-        self._spark_session = spark_session
+        self._task_runtime = task_runtime
         self._slots = TaskSlotTable(configuration.get(ClusterOptions.NUM_TASK_SLOTS))
         self._poll_timeout = configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
         self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR)).resolve()
@@ -332,7 +332,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         env = TaskEnvironment(
             tdd,
             configuration,
-            self._spark_session,
+            self._task_runtime.started,
             self._tmp_dir / "jobs" / tdd.job_id,
             request_split=lambda: self._request_split(job_master, tdd),
             emit=lambda sub, event: self.run_async(lambda: self._emit(tdd, sub, event)),
@@ -348,7 +348,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             report=lambda state, metrics, error: self.run_async(
                 lambda: self._task_state_changed(tdd, state, metrics, error)
             ),
-            on_spark_cancel=lambda: _cancel_spark_jobs(env),
+            cancel_work=functools.partial(self._task_runtime.cancel_task_work, tdd.attempt_id),
         )
         self._tasks[tdd.attempt_id] = task
         task.start()
@@ -516,12 +516,3 @@ def _fail_pull(pull: Future[PartitionEvents], error: BaseException) -> None:
     """Fail a parked partition pull with ``error`` unless it is done already."""
     if not pull.done():
         pull.set_exception(error)
-
-
-def _cancel_spark_jobs(env: TaskEnvironment) -> None:
-    spark = env.spark_if_started
-    if spark is not None:
-        try:
-            spark.sparkContext.cancelJobGroup(env.tdd.attempt_id)
-        except Exception:  # the session may be stopping
-            logger.debug("could not cancel Spark jobs of %s", env.tdd.task_name, exc_info=True)

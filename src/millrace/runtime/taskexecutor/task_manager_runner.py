@@ -22,6 +22,7 @@ from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
 from millrace.runtime.entrypoint.process_termination import ProcessTermination
 from millrace.runtime.rpc_utils import create_remote_rpc_service
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
+from millrace.runtime.taskexecutor.task_runtime import TaskRuntime
 from millrace.types import ResourceId, new_id
 
 __all__ = ["TaskManagerRunner"]
@@ -35,6 +36,8 @@ class TaskManagerRunner:
     Args:
         configuration: The TaskManager's configuration (validated by ``start``).
         jobmanager: ``host:port`` of the JobManager's RPC service.
+        task_runtime: The process's data plane (``SparkTaskRuntime`` with warm-up: the
+            TaskManager registers once it ran a first job).
         termination: Receives fatal errors (a new one if None).
 
     Attributes:
@@ -52,16 +55,13 @@ class TaskManagerRunner:
         self,
         configuration: Configuration,
         jobmanager: str,
+        task_runtime: TaskRuntime,
         termination: ProcessTermination | None = None,
     ) -> None:
-        from millrace.spark.spark_session import BackgroundSparkSession
-
         self.configuration = configuration
         self.jobmanager = jobmanager
         self.termination = termination or ProcessTermination()
-        self._spark = BackgroundSparkSession(
-            configuration, app_name="millrace-taskmanager", warm_up=True
-        )
+        self._runtime = task_runtime
         self._rpc: TcpRpcService | None = None
         self._files = ClusterFiles(configuration)
         self._info: ProcessInfo | None = None
@@ -78,16 +78,16 @@ class TaskManagerRunner:
             port=conf.get(TaskManagerOptions.RPC_PORT),
         )
         self._rpc.set_fatal_error_handler(self.termination.on_fatal_error)
-        self._spark.start()
+        self._runtime.start()
         port = self._rpc.authority.rsplit(":", 1)[1]
         self.task_executor = TaskExecutor(
             self._rpc,
             conf,
             f"tcp://{self.jobmanager}/resourcemanager",
-            self._spark.started,
+            self._runtime,
             ResourceId(f"taskmanager-{port}-{new_id()[:6]}"),
         )
-        self._spark.started.add_done_callback(self._spark_started)
+        self._runtime.started.add_done_callback(self._spark_started)
         self._info = ProcessInfo("taskmanager", os.getpid(), self._rpc.authority)
         self._files.register(self._info)
         logger.info(
@@ -126,7 +126,7 @@ class TaskManagerRunner:
                     logger.warning("closing the RPC service: %s", error)
             except TimeoutError:
                 logger.warning("the TaskExecutor did not stop within %.0f s", timeout)
-        self._spark.stop()
+        self._runtime.stop()
 
     def run(self) -> int:
         """Start, serve until SIGTERM/SIGINT or a fatal error, close; returns the exit code.
