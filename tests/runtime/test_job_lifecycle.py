@@ -294,3 +294,34 @@ def test_a_crashed_task_manager_says_no_goodbye(quiet_cluster) -> None:
     infos = rm.call_async(rm.request_task_manager_infos).result(WAIT)
     assert states() == {"RUNNING": 2}
     assert victim.resource_id in {i.resource_id for i in infos}
+
+
+class IgnoresCancellation(AbstractInvokable):
+    """Runs on for a while after it is cancelled (a long Spark job), then ends."""
+
+    def invoke(self) -> None:
+        RELEASE.wait(WAIT)
+
+
+def test_a_stopping_task_manager_keeps_serving_while_its_tasks_end(tmp_path) -> None:
+    """on_stop must not block the main thread while a task takes its time to end."""
+    RELEASE.clear()
+    conf = Configuration({"io.tmp.dirs": str(tmp_path), "restart-strategy.type": "none"})
+    with MiniCluster(conf, TestingTaskRuntime()) as cluster:
+        graph = JobGraph("slow-to-stop", [vertex("v", 1, "IgnoresCancellation")], [])
+        cluster.job_client.submit_job_detached(graph).result(WAIT)
+
+        def running() -> bool:
+            details = cluster.job_client.request_job_details(graph.job_id).result(WAIT)
+            return details.vertices[0].states.get("RUNNING") == 1
+
+        wait_until(running, what="the task RUNNING", timeout=WAIT)
+        victim = busy_task_executor(cluster)
+        stopping = victim.close_async()
+        try:
+            # the main thread answers at once, though the task has not ended
+            assert victim.call_async(lambda: len(victim._tasks)).result(2) == 1
+            assert not stopping.done()
+        finally:
+            RELEASE.set()
+        stopping.result(WAIT)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -127,20 +128,42 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         self._register()
         self.schedule_run_async(self._check_heartbeats, self._heartbeat_interval)
 
-    def on_stop(self) -> None:
-        for task in list(self._tasks.values()):
+    def on_stop(self) -> Future[None] | None:
+        """Cancel every task; once their threads ended (or ``_TASK_STOP_TIMEOUT`` passed),
+        release the partitions and terminate. The main thread keeps serving meanwhile: the
+        tasks' last reports still reach it, and nothing blocks it."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
             task.cancel()
-        deadline = time.monotonic() + _TASK_STOP_TIMEOUT
-        for task in list(self._tasks.values()):
-            if not task.join(timeout=max(0.0, deadline - time.monotonic())):
-                logger.warning(
-                    "task %s did not stop within %.0f s", task.tdd.task_name, _TASK_STOP_TIMEOUT
-                )
+        if not tasks:
+            self._release_all_partitions(None)
+            return None
+        stopped: Future[None] = Future()
+
+        def join_then_release() -> None:
+            deadline = time.monotonic() + _TASK_STOP_TIMEOUT
+            for task in tasks:
+                if not task.join(timeout=max(0.0, deadline - time.monotonic())):
+                    logger.warning(
+                        "task %s did not stop within %.0f s",
+                        task.tdd.task_name,
+                        _TASK_STOP_TIMEOUT,
+                    )
+            self.run_async(functools.partial(self._release_all_partitions, stopped))
+
+        threading.Thread(
+            target=join_then_release, name=f"{self.resource_id}-stopping", daemon=True
+        ).start()
+        return stopped
+
+    def _release_all_partitions(self, stopped: Future[None] | None) -> None:
         for partition in self._partitions.values():
             partition.release(
                 lambda f: _fail_pull(f, PartitionNotFoundError("released: TaskManager stopped"))
             )
         self._partitions.clear()
+        if stopped is not None:
+            stopped.set_result(None)
 
     # Registration (seed 000) -------------------------------------------------------------------
 
