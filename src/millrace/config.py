@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from millrace.errors import ConfigError
 
@@ -146,7 +146,7 @@ class ConfigOption(Generic[T]):
     Args:
         key: Dotted key, e.g. ``rpc.ask-timeout``.
         kind: One of ``duration`` (float s), ``size`` (int bytes), ``int``, ``float``,
-            ``bool``, ``str``.
+            ``bool``, ``str``, ``enum`` (a member of the default's Enum).
         default: Default value (already parsed), or a callable of the Configuration for
             derived defaults (e.g. heartbeat.interval = ask timeout / 10, seed 000).
         description: What the key controls, shown by ``millrace config``.
@@ -157,7 +157,7 @@ class ConfigOption(Generic[T]):
 
     key: str
     kind: str
-    default: Any
+    default: T | Callable[[Configuration], T]
     description: str
     minimum: float | None = None
     maximum: float | None = None
@@ -184,6 +184,12 @@ class ConfigOption(Generic[T]):
                 raise ConfigError(key, raw, "a number") from None
         elif self.kind == "bool":
             value = _parse_bool(raw, key)
+        elif self.kind == "enum":
+            enum_type: Any = type(self.default)  # an enum option's default is a member
+            try:
+                value = raw if isinstance(raw, enum_type) else enum_type(str(raw))
+            except ValueError:
+                raise ConfigError(key, raw, "one of " + ", ".join(self.choices or ())) from None
         else:
             value = str(raw)
             if self.choices is not None and value not in self.choices:
@@ -195,8 +201,45 @@ class ConfigOption(Generic[T]):
         return value
 
 
-def _option(key: str, kind: str, default: Any, description: str, **kw: Any) -> ConfigOption[Any]:
-    return ConfigOption(key, kind, default, description, **kw)
+Default: TypeAlias = T | Callable[["Configuration"], T]
+"""A parsed default, or a function of the Configuration for derived defaults."""
+
+
+def _duration(
+    key: str, default: Default[float], description: str, **kw: Any
+) -> ConfigOption[float]:
+    """A duration (``"10 s"``, ``"200 ms"`` or seconds), as float seconds."""
+    return ConfigOption(key, "duration", default, description, **kw)
+
+
+def _size(key: str, default: Default[int], description: str, **kw: Any) -> ConfigOption[int]:
+    """A size (``"10 mb"`` or bytes), as int bytes."""
+    return ConfigOption(key, "size", default, description, **kw)
+
+
+def _int(key: str, default: Default[int], description: str, **kw: Any) -> ConfigOption[int]:
+    return ConfigOption(key, "int", default, description, **kw)
+
+
+def _float(key: str, default: Default[float], description: str, **kw: Any) -> ConfigOption[float]:
+    return ConfigOption(key, "float", default, description, **kw)
+
+
+def _bool(key: str, default: Default[bool], description: str) -> ConfigOption[bool]:
+    return ConfigOption(key, "bool", default, description)
+
+
+def _str(key: str, default: Default[str], description: str, **kw: Any) -> ConfigOption[str]:
+    return ConfigOption(key, "str", default, description, **kw)
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def _enum(key: str, default: E, description: str) -> ConfigOption[E]:
+    """One of an Enum's values (given as the value's text), as the Enum member."""
+    members = tuple(str(m.value) for m in type(default))
+    return ConfigOption(key, "enum", default, description, choices=members)
 
 
 def _derived_handshake_timeout(conf: Configuration) -> float:
@@ -210,66 +253,58 @@ def _derived_write_queue_size(conf: Configuration) -> int:
 class RpcOptions:
     """RPC keys (seed 000's akka.* keys under Flink's current names)."""
 
-    ASK_TIMEOUT = _option(
+    ASK_TIMEOUT = _duration(
         "rpc.ask-timeout",
-        "duration",
         10.0,
         "Timeout of every ask (call returning a future). Current Flink uses 10 s; seed 000's "
         "100 s predates it.",
         minimum=0.001,
     )
-    LOOKUP_TIMEOUT = _option(
+    LOOKUP_TIMEOUT = _duration(
         "rpc.lookup-timeout",
-        "duration",
         10.0,
         "Timeout for resolving a gateway at an address; shorter than the ask timeout so that "
         "a missing endpoint fails fast (seed 000).",
         minimum=0.001,
     )
-    FRAMESIZE = _option(
+    FRAMESIZE = _size(
         "rpc.framesize",
-        "size",
         10_485_760,
         "Largest RPC message between processes, in bytes (seed 000's akka.framesize). A larger "
         "message fails only its call, naming its size and this limit.",
         minimum=1024,
     )
-    HANDSHAKE_TIMEOUT = _option(
+    HANDSHAKE_TIMEOUT = _duration(
         "rpc.handshake.timeout",
-        "duration",
         _derived_handshake_timeout,
         "Time a new connection has to prove the cluster secret (TLS included) before it is "
         "dropped; at most rpc.lookup-timeout (default 5 s, or rpc.lookup-timeout if shorter).",
         minimum=0.001,
     )
-    MAX_PENDING_HANDSHAKES = _option(
+    MAX_PENDING_HANDSHAKES = _int(
         "rpc.handshake.max-pending",
-        "int",
         128,
         "Connections not yet authenticated that a process holds at once; more are closed as "
         "soon as they are accepted (logged).",
         minimum=1,
     )
-    MAX_PENDING_HANDSHAKES_PER_ADDRESS = _option(
+    MAX_PENDING_HANDSHAKES_PER_ADDRESS = _int(
         "rpc.handshake.max-pending-per-address",
-        "int",
         16,
         "Connections not yet authenticated from one IP address held at once; more from that "
         "address are closed as soon as they are accepted (logged).",
         minimum=1,
     )
-    IDLE_TIMEOUT = _option(
+    IDLE_TIMEOUT = _duration(
         "rpc.idle-timeout",
-        "duration",
         60.0,
         "An authenticated connection from which nothing arrived for this long is closed "
         "(logged). A side pings a peer it has not heard from for a third of it; the peer "
         "answers at once.",
         minimum=0.01,
     )
-    WRITE_QUEUE_MAX_SIZE = _option(
+    WRITE_QUEUE_MAX_SIZE = _size(
         "rpc.write-queue.max-size",
-        "size",
         _derived_write_queue_size,
         "Bytes written to a connection that its peer has not yet taken, at most; a peer that "
         "leaves more unread loses the connection (logged). Default: 64 mb or twice "
@@ -314,94 +349,82 @@ def _derived_pause(conf: Configuration) -> float:
 class HeartbeatOptions:
     """DeathWatch keys; defaults derive from the ask timeout as in seed 000."""
 
-    INTERVAL = _option(
+    INTERVAL = _duration(
         "heartbeat.interval",
-        "duration",
         _derived_interval,
         "Seconds between heartbeat requests (default rpc.ask-timeout / 10).",
         minimum=0.001,
     )
-    PAUSE = _option(
+    PAUSE = _duration(
         "heartbeat.pause",
-        "duration",
         _derived_pause,
         "Acceptable heartbeat pause (default rpc.ask-timeout).",
         minimum=0.001,
     )
-    THRESHOLD = _option(
-        "heartbeat.threshold", "float", 12.0, "Phi threshold of the failure detector.", minimum=0.1
+    THRESHOLD = _float(
+        "heartbeat.threshold", 12.0, "Phi threshold of the failure detector.", minimum=0.1
     )
 
 
 class FailoverOptions:
     """Restart strategy keys (Flink's)."""
 
-    TYPE = _option(
+    TYPE = _str(
         "restart-strategy.type",
-        "str",
         "fixed-delay",
         "What a job does when a task fails or a TaskManager is lost.",
         choices=("none", "fixed-delay", "exponential-delay", "failure-rate"),
     )
-    FIXED_DELAY_ATTEMPTS = _option(
+    FIXED_DELAY_ATTEMPTS = _int(
         "restart-strategy.fixed-delay.attempts",
-        "int",
         3,
         "Restarts before the job fails.",
         minimum=0,
     )
-    FIXED_DELAY_DELAY = _option(
+    FIXED_DELAY_DELAY = _duration(
         "restart-strategy.fixed-delay.delay",
-        "duration",
         1.0,
         "Wait before each restart.",
         minimum=0.0,
     )
-    EXPONENTIAL_INITIAL = _option(
+    EXPONENTIAL_INITIAL = _duration(
         "restart-strategy.exponential-delay.initial-backoff",
-        "duration",
         1.0,
         "First restart delay.",
         minimum=0.0,
     )
-    EXPONENTIAL_MAX = _option(
+    EXPONENTIAL_MAX = _duration(
         "restart-strategy.exponential-delay.max-backoff",
-        "duration",
         300.0,
         "Largest restart delay.",
         minimum=0.0,
     )
-    EXPONENTIAL_MULTIPLIER = _option(
+    EXPONENTIAL_MULTIPLIER = _float(
         "restart-strategy.exponential-delay.backoff-multiplier",
-        "float",
         2.0,
         "Growth of the delay per failure.",
         minimum=1.0,
     )
-    EXPONENTIAL_RESET = _option(
+    EXPONENTIAL_RESET = _duration(
         "restart-strategy.exponential-delay.reset-backoff-threshold",
-        "duration",
         3600.0,
         "Time without failure after which the delay starts over.",
         minimum=0.0,
     )
-    FAILURE_RATE_MAX = _option(
+    FAILURE_RATE_MAX = _int(
         "restart-strategy.failure-rate.max-failures-per-interval",
-        "int",
         1,
         "Failures tolerated within the interval.",
         minimum=0,
     )
-    FAILURE_RATE_INTERVAL = _option(
+    FAILURE_RATE_INTERVAL = _duration(
         "restart-strategy.failure-rate.failure-rate-interval",
-        "duration",
         60.0,
         "Window of the failure count.",
         minimum=0.001,
     )
-    FAILURE_RATE_DELAY = _option(
+    FAILURE_RATE_DELAY = _duration(
         "restart-strategy.failure-rate.delay",
-        "duration",
         1.0,
         "Wait before each restart.",
         minimum=0.0,
@@ -411,26 +434,23 @@ class FailoverOptions:
 class ClusterOptions:
     """Cluster shape keys."""
 
-    NUM_TASK_SLOTS = _option(
-        "taskmanager.numberOfTaskSlots", "int", 2, "Slots offered by each TaskManager.", minimum=1
+    NUM_TASK_SLOTS = _int(
+        "taskmanager.numberOfTaskSlots", 2, "Slots offered by each TaskManager.", minimum=1
     )
-    NUM_TASK_MANAGERS = _option(
+    NUM_TASK_MANAGERS = _int(
         "minicluster.number-of-taskmanagers",
-        "int",
         2,
         "TaskManagers started by the embedded mini-cluster.",
         minimum=1,
     )
-    SLOT_REQUEST_TIMEOUT = _option(
+    SLOT_REQUEST_TIMEOUT = _duration(
         "slot.request.timeout",
-        "duration",
         60.0,
         "How long a job waits for its slots.",
         minimum=0.001,
     )
-    TMP_DIR = _option(
+    TMP_DIR = _str(
         "io.tmp.dirs",
-        "str",
         ".millrace",
         "Working directory for the exchange store, state and pending files.",
     )
@@ -439,56 +459,49 @@ class ClusterOptions:
 class ExecutionOptions:
     """Job execution keys."""
 
-    PARALLELISM = _option(
-        "parallelism.default", "int", 2, "Parallelism of operators that do not set one.", minimum=1
+    PARALLELISM = _int(
+        "parallelism.default", 2, "Parallelism of operators that do not set one.", minimum=1
     )
-    MAX_PARALLELISM = _option(
+    MAX_PARALLELISM = _int(
         "pipeline.max-parallelism",
-        "int",
         128,
         "Number of key groups (upper bound of a keyed operator's parallelism).",
         minimum=1,
     )
-    BUNDLE_MAX_RECORDS = _option(
+    BUNDLE_MAX_RECORDS = _int(
         "execution.bundle.max-records",
-        "int",
         250_000,
         "A source subtask takes input splits into one bundle (one Spark job) until their row "
         "count from file statistics reaches this; a split of unknown size is a bundle alone.",
         minimum=1,
     )
-    STATE_COMPACTION_FILES = _option(
+    STATE_COMPACTION_FILES = _int(
         "state.compaction.max-files",
-        "int",
         32,
         "Keyed-state files after which they are compacted into one.",
         minimum=2,
     )
-    PARTITION_POLL_TIMEOUT = _option(
+    PARTITION_POLL_TIMEOUT = _duration(
         "execution.partition-poll-timeout",
-        "duration",
         1.0,
         "Longest a consumer's pull for new partition events waits.",
         minimum=0.01,
     )
-    BUNDLE_MAX_DELAY = _option(
+    BUNDLE_MAX_DELAY = _duration(
         "execution.bundle.max-delay",
-        "duration",
         0.2,
         "An unbounded source closes a bundle after this long even if it holds fewer than "
         "execution.bundle.max-records records (latency bound of a quiet stream).",
         minimum=0.001,
     )
-    SOURCE_DISCOVERY_INTERVAL = _option(
+    SOURCE_DISCOVERY_INTERVAL = _duration(
         "source.discovery-interval",
-        "duration",
         1.0,
         "How often the JobMaster asks an unbounded source for new splits (new files, ...).",
         minimum=0.01,
     )
-    CLOCK_REPORT_INTERVAL = _option(
+    CLOCK_REPORT_INTERVAL = _duration(
         "execution.clock.report-interval",
-        "duration",
         0.2,
         "Shortest time between two min-clock reports of a task to the JobMaster's clock "
         "service (seed 001).",
@@ -516,73 +529,62 @@ class CheckpointingMode(enum.Enum):
 class CheckpointingOptions:
     """Checkpoint keys (Flink's names; barriers after Carbone et al. 2015, seed 002)."""
 
-    INTERVAL = _option(
+    INTERVAL = _duration(
         "execution.checkpointing.interval",
-        "duration",
         0.0,
         "Time between the starts of two periodic checkpoints; 0 disables checkpointing.",
         minimum=0.0,
     )
-    MODE = _option(
+    MODE = _enum(
         "execution.checkpointing.mode",
-        "str",
-        "EXACTLY_ONCE",
+        CheckpointingMode.EXACTLY_ONCE,
         "EXACTLY_ONCE aligns barriers (no record of a channel after its barrier is processed "
         "before the snapshot); AT_LEAST_ONCE does not wait (lower latency, replays may "
         "count records twice).",
-        choices=("EXACTLY_ONCE", "AT_LEAST_ONCE"),
     )
-    TIMEOUT = _option(
+    TIMEOUT = _duration(
         "execution.checkpointing.timeout",
-        "duration",
         600.0,
         "A checkpoint not complete after this long is aborted.",
         minimum=0.001,
     )
-    MAX_CONCURRENT = _option(
+    MAX_CONCURRENT = _int(
         "execution.checkpointing.max-concurrent-checkpoints",
-        "int",
         1,
         "Checkpoints in flight at once.",
         minimum=1,
     )
-    MIN_PAUSE = _option(
+    MIN_PAUSE = _duration(
         "execution.checkpointing.min-pause",
-        "duration",
         0.0,
         "Shortest time between the end of a checkpoint and the start of the next.",
         minimum=0.0,
     )
-    NUM_RETAINED = _option(
+    NUM_RETAINED = _int(
         "state.checkpoints.num-retained",
-        "int",
         1,
         "Completed checkpoints kept; older ones are deleted (savepoints are never deleted).",
         minimum=1,
     )
-    CHECKPOINTS_DIR = _option(
+    CHECKPOINTS_DIR = _str(
         "state.checkpoints.dir",
-        "str",
         _derived_checkpoints_dir,
         "Where checkpoints are written: a directory or any fsspec URL every process can reach "
         "(default <io.tmp.dirs>/checkpoints).",
     )
-    SAVEPOINT_PATH = _option(
+    SAVEPOINT_PATH = _str(
         "execution.savepoint.path",
-        "str",
         "",
         "A savepoint (or retained checkpoint) a job starts from ('millrace run "
         "--from-savepoint'); its parallelism may differ.",
     )
-    SAVEPOINTS_DIR = _option(
+    SAVEPOINTS_DIR = _str(
         "state.savepoints.dir",
-        "str",
         _derived_savepoints_dir,
         "Default directory of savepoints (default <io.tmp.dirs>/savepoints).",
     )
-    SAVEPOINTS_ALLOWED_ROOTS = _option(
+    SAVEPOINTS_ALLOWED_ROOTS = _str(
         "state.savepoints.allowed-roots",
-        "str",
         "",
         "Comma-separated directories (or fsspec URLs) a savepoint asked for over REST or RPC "
         "may be written under; empty: state.savepoints.dir only. A relative target is taken "
@@ -593,11 +595,10 @@ class CheckpointingOptions:
 class SparkOptions:
     """Keys of the data plane's SparkSession."""
 
-    MASTER = _option("spark.master", "str", "local[*]", "Spark master of each TaskManager.")
-    DRIVER_MEMORY = _option("spark.driver.memory", "str", "2g", "Memory of the Spark driver.")
-    SHUFFLE_PARTITIONS = _option(
+    MASTER = _str("spark.master", "local[*]", "Spark master of each TaskManager.")
+    DRIVER_MEMORY = _str("spark.driver.memory", "2g", "Memory of the Spark driver.")
+    SHUFFLE_PARTITIONS = _int(
         "spark.sql.shuffle.partitions",
-        "int",
         1,
         "Shuffle partitions of each bundle's Spark job. Bundles are small and subtasks already "
         "run in parallel, so 1 is fastest here; any other spark.* key is passed to Spark too.",
@@ -612,15 +613,13 @@ def _derived_secret_file(conf: Configuration) -> str:
 class JobManagerOptions:
     """Where the JobManager process (Dispatcher, ResourceManager) listens (Flink's keys)."""
 
-    RPC_ADDRESS = _option(
+    RPC_ADDRESS = _str(
         "jobmanager.rpc.address",
-        "str",
         "127.0.0.1",
         "Host the JobManager's RPC service binds to and advertises.",
     )
-    RPC_PORT = _option(
+    RPC_PORT = _int(
         "jobmanager.rpc.port",
-        "int",
         6123,
         "Port of the JobManager's RPC service (0: any free port).",
         minimum=0,
@@ -631,15 +630,13 @@ class JobManagerOptions:
 class TaskManagerOptions:
     """Where a TaskManager process listens."""
 
-    HOST = _option(
+    HOST = _str(
         "taskmanager.host",
-        "str",
         "127.0.0.1",
         "Host a TaskManager's RPC service binds to and advertises.",
     )
-    RPC_PORT = _option(
+    RPC_PORT = _int(
         "taskmanager.rpc.port",
-        "int",
         0,
         "Port of a TaskManager's RPC service (0: any free port).",
         minimum=0,
@@ -650,23 +647,20 @@ class TaskManagerOptions:
 class RestOptions:
     """The Dispatcher's REST API (Flink's keys)."""
 
-    BIND_ADDRESS = _option(
+    BIND_ADDRESS = _str(
         "rest.bind-address",
-        "str",
         "127.0.0.1",
         "Interface the REST API listens on (loopback by default).",
     )
-    PORT = _option(
+    PORT = _int(
         "rest.port",
-        "int",
         8081,
         "Port of the REST API (0: any free port).",
         minimum=0,
         maximum=65535,
     )
-    ASYNC_STORE_DURATION = _option(
+    ASYNC_STORE_DURATION = _duration(
         "rest.async.store-duration",
-        "duration",
         300.0,
         "How long the result of a finished asynchronous operation (a savepoint request) can "
         "be read at its status path before it is forgotten (Flink's key).",
@@ -677,54 +671,46 @@ class RestOptions:
 class SecurityOptions:
     """Authentication and encryption of the cluster's connections."""
 
-    CLUSTER_SECRET = _option(
+    CLUSTER_SECRET = _str(
         "security.cluster-secret",
-        "str",
         "",
         "Shared secret every RPC connection proves (HMAC challenge) and REST writes carry; "
         "empty: read security.cluster-secret.file.",
     )
-    CLUSTER_SECRET_FILE = _option(
+    CLUSTER_SECRET_FILE = _str(
         "security.cluster-secret.file",
-        "str",
         _derived_secret_file,
         "File holding the cluster secret (mode 0600); 'millrace cluster start' creates it "
         "(default <io.tmp.dirs>/cluster/secret). Copy it to the machines of the cluster.",
     )
-    SSL_ENABLED = _option(
+    SSL_ENABLED = _bool(
         "security.ssl.enabled",
-        "bool",
         False,
         "Encrypt RPC connections with mutual TLS (needs the three security.ssl.* files).",
     )
-    SSL_CERTIFICATE = _option(
-        "security.ssl.certificate", "str", "", "PEM certificate chain of this process."
-    )
-    SSL_KEY = _option("security.ssl.key", "str", "", "PEM private key of the certificate.")
-    SSL_TRUSTSTORE = _option(
+    SSL_CERTIFICATE = _str("security.ssl.certificate", "", "PEM certificate chain of this process.")
+    SSL_KEY = _str("security.ssl.key", "", "PEM private key of the certificate.")
+    SSL_TRUSTSTORE = _str(
         "security.ssl.truststore",
-        "str",
         "",
         "PEM CA certificates a peer's certificate must chain to.",
     )
-    SSL_REST_ENABLED = _option(
+    SSL_REST_ENABLED = _bool(
         "security.ssl.rest.enabled",
-        "bool",
         False,
         "Serve the REST API over HTTPS (needs security.ssl.rest.certificate and .key).",
     )
-    SSL_REST_CERTIFICATE = _option(
-        "security.ssl.rest.certificate", "str", "", "PEM certificate chain of the REST API."
+    SSL_REST_CERTIFICATE = _str(
+        "security.ssl.rest.certificate", "", "PEM certificate chain of the REST API."
     )
-    SSL_REST_KEY = _option("security.ssl.rest.key", "str", "", "PEM private key of the REST API.")
+    SSL_REST_KEY = _str("security.ssl.rest.key", "", "PEM private key of the REST API.")
 
 
 class PipelineOptions:
     """Keys of a pipeline's side outputs."""
 
-    SIDE_OUTPUT_DIR = _option(
+    SIDE_OUTPUT_DIR = _str(
         "pipeline.side-output.dir",
-        "str",
         "out/side-outputs",
         "Directory of the side outputs: <dir>/<job name>/dead-letters/ holds malformed records "
         "with their reason, <dir>/<job name>/late/ records later than the watermark.",

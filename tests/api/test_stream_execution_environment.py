@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from millrace import Configuration, KafkaSource, StreamExecutionEnvironment
-from millrace.config import CheckpointingOptions
+from millrace.config import CheckpointingMode, CheckpointingOptions
 from millrace.errors import ConfigError
 
 
@@ -18,7 +18,7 @@ def test_enable_checkpointing_sets_interval_and_mode_for_the_job() -> None:
     env = StreamExecutionEnvironment(base, spark=None)
     assert env.enable_checkpointing(250, "AT_LEAST_ONCE") is env
     assert env.configuration.get(CheckpointingOptions.INTERVAL) == pytest.approx(0.25)
-    assert env.configuration.get(CheckpointingOptions.MODE) == "AT_LEAST_ONCE"
+    assert env.configuration.get(CheckpointingOptions.MODE) is CheckpointingMode.AT_LEAST_ONCE
     assert env.configuration.get(CheckpointingOptions.TIMEOUT) == pytest.approx(5.0)
     assert base.get(CheckpointingOptions.INTERVAL) == 0.0  # the shared configuration is untouched
 

@@ -214,7 +214,7 @@ def config_command() -> None:
     table.add_column("description")
     for option in all_options():
         default = option.default
-        shown = "(derived)" if callable(default) else str(default)
+        shown = "(derived)" if callable(default) else str(getattr(default, "value", default))
         table.add_row(option.key, shown, option.description)
     console.print(table)
     console.print("Any other spark.* key is passed to the SparkSession.")

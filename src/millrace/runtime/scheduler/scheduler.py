@@ -33,7 +33,6 @@ from concurrent.futures import Executor, Future
 from typing import Any, Protocol
 
 from millrace.config import (
-    CheckpointingMode,
     CheckpointingOptions,
     Configuration,
     ExecutionOptions,
@@ -638,7 +637,7 @@ def checkpoint_settings(configuration: Configuration) -> CheckpointSettings:
     """``execution.checkpointing.*`` and ``state.checkpoints.num-retained``."""
     return CheckpointSettings(
         configuration.get(CheckpointingOptions.INTERVAL),
-        CheckpointingMode(configuration.get(CheckpointingOptions.MODE)),
+        configuration.get(CheckpointingOptions.MODE),
         configuration.get(CheckpointingOptions.TIMEOUT),
         configuration.get(CheckpointingOptions.MAX_CONCURRENT),
         configuration.get(CheckpointingOptions.MIN_PAUSE),

@@ -344,7 +344,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
                 tdd.output_partition, tdd.job_id, tdd.num_subpartitions
             )
         configuration = Configuration(tdd.configuration)
-        mode = CheckpointingMode(configuration.get(CheckpointingOptions.MODE))
+        mode = configuration.get(CheckpointingOptions.MODE)
         aligned = mode is CheckpointingMode.EXACTLY_ONCE
         gate = (
             InputGate(tdd.input_channels, self._make_poll(), aligned)
