@@ -101,7 +101,8 @@ class MessageCodec:
             packer = msgpack.Packer(default=self._default, use_bin_type=True, strict_types=True)
         packers.idle = None
         try:
-            return packer.pack(value)  # resets the packer's buffer on error too
+            packed: bytes = packer.pack(value)  # resets the packer's buffer on error too
+            return packed
         except CodecError:
             raise
         except (TypeError, ValueError, OverflowError) as error:

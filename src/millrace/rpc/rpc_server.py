@@ -265,8 +265,9 @@ class RpcServer:
                 f"RPC endpoint {self._endpoint_id} has no RPC method {name!r}; does "
                 f"{type(self._endpoint).__name__} implement the gateway?"
             )
-        self._methods[name] = method
-        return method
+        resolved: Callable[..., Any] = method
+        self._methods[name] = resolved
+        return resolved
 
     def _call(self, call: CallAsync) -> None:
         future = call.future

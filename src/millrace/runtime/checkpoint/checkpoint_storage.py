@@ -288,7 +288,8 @@ def _os_error(error: OSError) -> str:
 def _fs(url: str) -> tuple[Any, str]:
     import fsspec
 
-    return fsspec.core.url_to_fs(url)
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, str(path)
 
 
 def _copy(source: str, target: str) -> None:

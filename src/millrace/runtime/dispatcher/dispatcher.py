@@ -120,7 +120,9 @@ class Dispatcher(RpcEndpoint, implements=(DispatcherGateway,)):
             raise JobSubmissionError(f"unknown job {job_id}")
         return job_master.get_self_gateway(JobMasterGateway).request_job_details()
 
-    def list_jobs(self, timeout: float | None = None) -> list[JobDetails] | Future:
+    def list_jobs(
+        self, timeout: float | None = None
+    ) -> list[JobDetails] | Future[list[JobDetails]]:
         done = [r.details for r in self._results.values()]
         running = [
             jm.get_self_gateway(JobMasterGateway).request_job_details()

@@ -62,7 +62,7 @@ def register_reducer(reducer: Reducer) -> None:
         _reducers.append(reducer)
 
 
-class _UserCodePickler(cloudpickle.Pickler):
+class _UserCodePickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle: untyped
     """cloudpickle with the registered reducers consulted first (see the module docstring)."""
 
     def reducer_override(self, obj: Any) -> Any:
