@@ -13,6 +13,7 @@ __all__ = [
     "AllocationId",
     "ExecutionAttemptId",
     "JobId",
+    "JobMasterId",
     "JobVertexId",
     "ResourceId",
     "ResultPartitionId",
@@ -25,6 +26,9 @@ Address = NewType("Address", str)
 JobId = NewType("JobId", str)
 JobVertexId = NewType("JobVertexId", str)
 ExecutionAttemptId = NewType("ExecutionAttemptId", str)
+JobMasterId = NewType("JobMasterId", str)
+"""The fencing token of one JobMaster (Flink's JobMasterId): a new one per JobMaster, so that
+messages meant for an earlier JobMaster of the same job are refused."""
 ResourceId = NewType("ResourceId", str)
 """Identifies a TaskManager process (Flink's ResourceID)."""
 AllocationId = NewType("AllocationId", str)

@@ -27,7 +27,7 @@ from typing import Any
 from millrace.errors import CheckpointError
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.io.input_split import InputSplit, SplitState
-from millrace.types import new_id
+from millrace.types import ExecutionAttemptId, JobId, JobVertexId, new_id
 
 __all__ = [
     "METADATA_FILE",
@@ -44,11 +44,11 @@ _FORMAT = "millrace-checkpoint-v1"
 
 def task_state_path(
     checkpoints_dir: str,
-    job_id: str,
+    job_id: JobId,
     checkpoint_id: int,
-    vertex_id: str,
+    vertex_id: JobVertexId,
     subtask_index: int,
-    attempt_id: str,
+    attempt_id: ExecutionAttemptId,
 ) -> str:
     """Where a task writes its keyed state for a checkpoint (the layout above)."""
     return posixpath.join(
@@ -77,7 +77,7 @@ class VertexState:
             does not name them, and without this they would restart from their beginning.
     """
 
-    vertex_id: str
+    vertex_id: JobVertexId
     name: str
     parallelism: int
     subtasks: dict[int, TaskStateSnapshot] = field(default_factory=dict)
@@ -95,7 +95,7 @@ class SinkCommit:
         pending: (vertex id, chain position of the sink) -> staged data handles.
     """
 
-    job_id: str
+    job_id: JobId
     checkpoint_id: int
     pending: dict[tuple[str, int], tuple[str, ...]]
 
@@ -119,7 +119,7 @@ class CheckpointMetadata:
             commits them first, so a restore of it never loses them.
     """
 
-    job_id: str
+    job_id: JobId
     job_name: str
     checkpoint_id: int
     timestamp_ms: int
@@ -134,7 +134,7 @@ class CheckpointMetadata:
     def state_size_bytes(self) -> int:
         return sum(s.state_size_bytes for v in self.vertices for s in v.subtasks.values())
 
-    def vertex(self, vertex_id: str) -> VertexState | None:
+    def vertex(self, vertex_id: JobVertexId) -> VertexState | None:
         return next((v for v in self.vertices if v.vertex_id == vertex_id), None)
 
     def sink_pending(self) -> dict[tuple[str, int], list[str]]:
@@ -172,7 +172,7 @@ class CheckpointStorage:
         self.checkpoints_dir = checkpoints_dir.rstrip("/")
         self.savepoints_dir = savepoints_dir.rstrip("/")
 
-    def checkpoint_directory(self, job_id: str, checkpoint_id: int) -> str:
+    def checkpoint_directory(self, job_id: JobId, checkpoint_id: int) -> str:
         return posixpath.join(self.checkpoints_dir, job_id, f"chk-{checkpoint_id}")
 
     def write(self, metadata: CheckpointMetadata, directory: str) -> CheckpointMetadata:

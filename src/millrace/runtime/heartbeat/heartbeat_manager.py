@@ -20,6 +20,7 @@ from typing import Protocol
 
 from millrace.clock import Clock
 from millrace.runtime.heartbeat.phi_accrual_failure_detector import PhiAccrualFailureDetector
+from millrace.types import ResourceId
 
 __all__ = ["HeartbeatListener", "HeartbeatManager"]
 
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 
 class HeartbeatListener(Protocol):
-    def notify_heartbeat_timeout(self, resource_id: str) -> None:
+    def notify_heartbeat_timeout(self, resource_id: ResourceId) -> None:
         """The target ``resource_id`` is considered dead (its detector's phi passed the
         threshold). Called on the owner's main thread."""
         ...
@@ -67,7 +68,7 @@ class HeartbeatManager:
         self.interval = interval
         self._pause = pause
         self._threshold = threshold
-        self._targets: dict[str, _Target] = {}
+        self._targets: dict[ResourceId, _Target] = {}
         self._running = False
 
     def start(self) -> None:
@@ -81,7 +82,7 @@ class HeartbeatManager:
         self._running = False
         self._targets.clear()
 
-    def monitor_target(self, resource_id: str, request: Callable[[], None]) -> None:
+    def monitor_target(self, resource_id: ResourceId, request: Callable[[], None]) -> None:
         """Watch ``resource_id``; ``request()`` asks it for a heartbeat. It counts as alive
         now."""
         detector = PhiAccrualFailureDetector(
@@ -90,16 +91,16 @@ class HeartbeatManager:
         detector.heartbeat()
         self._targets[resource_id] = _Target(request, detector)
 
-    def unmonitor_target(self, resource_id: str) -> None:
+    def unmonitor_target(self, resource_id: ResourceId) -> None:
         self._targets.pop(resource_id, None)
 
-    def receive_heartbeat(self, resource_id: str) -> None:
+    def receive_heartbeat(self, resource_id: ResourceId) -> None:
         """A heartbeat from ``resource_id`` arrived (unknown targets are ignored)."""
         target = self._targets.get(resource_id)
         if target is not None:
             target.detector.heartbeat()
 
-    def phi(self, resource_id: str) -> float:
+    def phi(self, resource_id: ResourceId) -> float:
         """Current suspicion of a monitored target. Raises KeyError for an unknown one."""
         return self._targets[resource_id].detector.phi()
 

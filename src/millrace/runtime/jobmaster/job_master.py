@@ -48,7 +48,9 @@ from millrace.types import (
     Address,
     AllocationId,
     ExecutionAttemptId,
+    JobMasterId,
     JobVertexId,
+    ResourceId,
     ResultPartitionId,
     new_id,
 )
@@ -85,7 +87,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         resource_manager_address: str,
         io_executor: Executor,
     ) -> None:
-        self.job_master_id = new_id()
+        self.job_master_id = JobMasterId(new_id())
         super().__init__(rpc_service, f"jobmaster-{job_graph.job_id[:12]}", self.job_master_id)
         self.job_graph = job_graph
         self.result_future: Future[JobResult] = Future()
@@ -183,7 +185,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
 
     def offer_slots(
         self,
-        resource_id: str,
+        resource_id: ResourceId,
         task_manager_address: str,
         offers: list[SlotOffer],
         timeout: float | None = None,
@@ -213,7 +215,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     def _offer_connected(
         self,
         connecting: Future[TaskExecutorGateway],
-        resource_id: str,
+        resource_id: ResourceId,
         address: Address,
         wanted: list[SlotOffer],
         reply: Future[list[SlotOffer]],
@@ -238,14 +240,14 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
 
     # DeathWatch (seed 000) ---------------------------------------------------------------------
 
-    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+    def heartbeat_from_task_manager(self, resource_id: ResourceId) -> None:
         self._heartbeats.receive_heartbeat(resource_id)
 
-    def notify_heartbeat_timeout(self, resource_id: str) -> None:
+    def notify_heartbeat_timeout(self, resource_id: ResourceId) -> None:
         """A TaskManager holding slots of this job is lost."""
         self.release_task_manager(resource_id, "heartbeat timeout")
 
-    def release_task_manager(self, resource_id: str, cause: str) -> None:
+    def release_task_manager(self, resource_id: ResourceId, cause: str) -> None:
         """Drop a lost TaskManager: its slots leave the job, the Scheduler fails over (Flink's
         disconnectTaskManager). If it was only cut off, it cleans up when it hears this."""
         self._heartbeats.unmonitor_target(resource_id)

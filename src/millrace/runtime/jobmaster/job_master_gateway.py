@@ -16,7 +16,12 @@ from millrace.runtime.deployment import Acknowledge, SlotOffer, TaskExecutionSta
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobmaster.clock_service import WatermarksInfo
-from millrace.types import ExecutionAttemptId, JobVertexId, ResultPartitionId
+from millrace.types import (
+    ExecutionAttemptId,
+    JobVertexId,
+    ResourceId,
+    ResultPartitionId,
+)
 
 __all__ = ["JobMasterGateway"]
 
@@ -24,7 +29,7 @@ __all__ = ["JobMasterGateway"]
 class JobMasterGateway(FencedRpcGateway, Protocol):
     def offer_slots(
         self,
-        resource_id: str,
+        resource_id: ResourceId,
         task_manager_address: str,
         offers: list[SlotOffer],
         timeout: float | None = None,
@@ -52,7 +57,7 @@ class JobMasterGateway(FencedRpcGateway, Protocol):
 
     def request_job_details(self, timeout: float | None = None) -> Future[JobDetails]: ...
 
-    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+    def heartbeat_from_task_manager(self, resource_id: ResourceId) -> None:
         """A TaskManager holding slots of this job answers a heartbeat request."""
         ...
 

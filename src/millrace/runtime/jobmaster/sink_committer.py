@@ -17,6 +17,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
 from millrace.runtime.sink import Sink
+from millrace.types import JobId
 
 __all__ = ["SinkCommitter", "SinkKey"]
 
@@ -39,7 +40,7 @@ class SinkCommitter:
         and only there are the sinks touched.
     """
 
-    def __init__(self, job_id: str, executor: Executor | None = None) -> None:
+    def __init__(self, job_id: JobId, executor: Executor | None = None) -> None:
         self._job_id = job_id
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(

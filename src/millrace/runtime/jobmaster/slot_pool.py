@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from millrace.runtime.deployment import SlotOffer
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
-from millrace.types import Address, AllocationId
+from millrace.types import Address, AllocationId, ResourceId
 
 __all__ = ["AllocatedSlot", "SlotPool"]
 
@@ -32,7 +32,7 @@ class AllocatedSlot:
     """
 
     allocation_id: AllocationId
-    resource_id: str
+    resource_id: ResourceId
     task_manager: Address
     gateway: TaskExecutorGateway
 
@@ -91,7 +91,7 @@ class SlotPool:
         """The held slot of ``allocation_id``, None if it is not held."""
         return next((s for s in self._slots if s.allocation_id == allocation_id), None)
 
-    def release_task_manager(self, resource_id: str) -> list[AllocatedSlot]:
+    def release_task_manager(self, resource_id: ResourceId) -> list[AllocatedSlot]:
         """Drop and return the slots of TaskManager ``resource_id``."""
         lost = [s for s in self._slots if s.resource_id == resource_id]
         self._slots = [s for s in self._slots if s.resource_id != resource_id]

@@ -33,7 +33,7 @@ from millrace.runtime.resourcemanager.slot_manager import (
     TaskManagerSlot,
 )
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
-from millrace.types import AllocationId, JobId, ResourceId, new_id
+from millrace.types import AllocationId, JobId, JobMasterId, ResourceId, new_id
 
 __all__ = ["ResourceManager"]
 
@@ -143,7 +143,7 @@ class ResourceManager(RpcEndpoint, implements=(ResourceManagerGateway,)):
     def request_slot(
         self,
         job_master_address: str,
-        job_master_id: str,
+        job_master_id: JobMasterId,
         job_id: JobId,
         allocation_id: AllocationId,
         timeout: float | None = None,
@@ -157,7 +157,7 @@ class ResourceManager(RpcEndpoint, implements=(ResourceManagerGateway,)):
     def cancel_slot_requests(self, job_id: JobId) -> None:
         self._slots.cancel_requests(job_id)
 
-    def notify_slot_available(self, resource_id: str, slot_index: int) -> None:
+    def notify_slot_available(self, resource_id: ResourceId, slot_index: int) -> None:
         self._slots.free(ResourceId(resource_id), slot_index)
         self._serve_requests()
 
@@ -166,10 +166,10 @@ class ResourceManager(RpcEndpoint, implements=(ResourceManagerGateway,)):
 
     # DeathWatch (seed 000) ---------------------------------------------------------------------
 
-    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+    def heartbeat_from_task_manager(self, resource_id: ResourceId) -> None:
         self._heartbeats.receive_heartbeat(resource_id)
 
-    def notify_heartbeat_timeout(self, resource_id: str) -> None:
+    def notify_heartbeat_timeout(self, resource_id: ResourceId) -> None:
         """A TaskManager stopped answering: it is dead to the cluster; its slots leave the
         pool. If it was only cut off, it registers again when it can."""
         logger.warning("TaskManager %s is unreachable; removing its slots", resource_id)

@@ -9,7 +9,7 @@ from millrace.rpc import RpcGateway
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.registration import RegisterTaskManager, RegistrationResponse
 from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
-from millrace.types import AllocationId, JobId
+from millrace.types import AllocationId, JobId, JobMasterId, ResourceId
 
 __all__ = ["ResourceManagerGateway"]
 
@@ -25,7 +25,7 @@ class ResourceManagerGateway(RpcGateway, Protocol):
     def request_slot(
         self,
         job_master_address: str,
-        job_master_id: str,
+        job_master_id: JobMasterId,
         job_id: JobId,
         allocation_id: AllocationId,
         timeout: float | None = None,
@@ -41,12 +41,12 @@ class ResourceManagerGateway(RpcGateway, Protocol):
         """Drop the job's unserved slot requests."""
         ...
 
-    def notify_slot_available(self, resource_id: str, slot_index: int) -> None:
+    def notify_slot_available(self, resource_id: ResourceId, slot_index: int) -> None:
         """A TaskManager freed one of its slots."""
         ...
 
     def request_task_manager_infos(self) -> Future[list[TaskManagerInfo]]: ...
 
-    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+    def heartbeat_from_task_manager(self, resource_id: ResourceId) -> None:
         """A TaskManager answers a heartbeat request (DeathWatch, seed 000)."""
         ...

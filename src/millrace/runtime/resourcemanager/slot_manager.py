@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from millrace.types import Address, AllocationId, JobId, ResourceId
+from millrace.types import Address, AllocationId, JobId, JobMasterId, ResourceId
 
 __all__ = ["PendingSlotRequest", "SlotManager", "TaskManagerInfo", "TaskManagerSlot"]
 
@@ -30,7 +30,7 @@ class PendingSlotRequest:
     job_id: JobId
     allocation_id: AllocationId
     job_master_address: str
-    job_master_id: str
+    job_master_id: JobMasterId
 
 
 @dataclass(frozen=True)

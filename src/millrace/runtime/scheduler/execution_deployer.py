@@ -32,7 +32,7 @@ from millrace.runtime.executiongraph import (
 from millrace.runtime.jobmaster.slot_pool import SlotPool
 from millrace.runtime.jobmaster.task_deployment import task_deployment_descriptor
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
-from millrace.types import JobVertexId
+from millrace.types import JobVertexId, ResourceId
 
 __all__ = ["DeploymentListener", "ExecutionDeployer"]
 
@@ -48,7 +48,7 @@ class DeploymentListener(Protocol):
         """cancelTask of ``execution`` could not be delivered; it is FAILED now."""
         ...
 
-    def task_manager_unreachable(self, resource_id: str, cause: str) -> None:
+    def task_manager_unreachable(self, resource_id: ResourceId, cause: str) -> None:
         """A call to a TaskManager holding slots of the job found nobody there."""
         ...
 
@@ -151,7 +151,7 @@ class ExecutionDeployer:
         slot = self._slots.get(execution.allocation_id)
         return slot.gateway if slot is not None else None
 
-    def resource_id_of(self, execution: Execution) -> str | None:
+    def resource_id_of(self, execution: Execution) -> ResourceId | None:
         slot = self._slots.get(execution.allocation_id)
         return slot.resource_id if slot is not None else None
 

@@ -64,7 +64,13 @@ from millrace.runtime.jobmaster.slot_pool import SlotPool
 from millrace.runtime.scheduler.execution_deployer import ExecutionDeployer
 from millrace.runtime.source.source_coordinator import SourceCoordinator
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
-from millrace.types import AllocationId, ExecutionAttemptId, JobVertexId, ResultPartitionId
+from millrace.types import (
+    AllocationId,
+    ExecutionAttemptId,
+    JobVertexId,
+    ResourceId,
+    ResultPartitionId,
+)
 
 __all__ = ["Scheduler", "SchedulerContext", "checkpoint_settings"]
 
@@ -79,7 +85,7 @@ class SchedulerContext(Protocol):
         all of them (at once if it does)."""
         ...
 
-    def release_task_manager(self, resource_id: str, cause: str) -> None:
+    def release_task_manager(self, resource_id: ResourceId, cause: str) -> None:
         """Drop a TaskManager that cannot be reached (its slots leave the job); the
         JobMaster then reports the loss with ``Scheduler.task_manager_lost``."""
         ...
@@ -268,7 +274,7 @@ class Scheduler:
     def cancel_failed(self, execution: Execution, cause: str) -> None:
         self._maybe_complete()
 
-    def task_manager_unreachable(self, resource_id: str, cause: str) -> None:
+    def task_manager_unreachable(self, resource_id: ResourceId, cause: str) -> None:
         self._context.release_task_manager(resource_id, cause)
 
     # Task states and splits --------------------------------------------------------------------
@@ -448,7 +454,7 @@ class Scheduler:
             self._maybe_complete()
 
     def task_manager_lost(
-        self, resource_id: str, allocations: set[AllocationId], cause: str
+        self, resource_id: ResourceId, allocations: set[AllocationId], cause: str
     ) -> None:
         """A TaskManager holding ``allocations`` of the job is gone: its Executions FAIL and the
         job fails over."""

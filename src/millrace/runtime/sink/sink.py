@@ -17,6 +17,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from millrace.types import ExecutionAttemptId, JobId
+
 __all__ = ["Sink", "SinkWrite"]
 
 
@@ -46,13 +48,13 @@ class Sink(Protocol):
         """Short human description, e.g. ``parquet at /out/delays``."""
         ...
 
-    def initialize_global(self, job_id: str) -> None:
+    def initialize_global(self, job_id: JobId) -> None:
         """Before the first deployment: create the target, clear an earlier run's output
         (overwrite mode) and any pending data of this job."""
         ...
 
     def write(
-        self, table: Any, job_id: str, subtask: int, sequence: int, attempt_id: str
+        self, table: Any, job_id: JobId, subtask: int, sequence: int, attempt_id: ExecutionAttemptId
     ) -> SinkWrite:
         """Stage ``table`` (``pyarrow.Table``) as pending data.
 
@@ -66,7 +68,7 @@ class Sink(Protocol):
         """
         ...
 
-    def pre_commit(self, job_id: str, checkpoint_id: int, pending: Sequence[str]) -> None:
+    def pre_commit(self, job_id: JobId, checkpoint_id: int, pending: Sequence[str]) -> None:
         """Make ``pending`` durable before the checkpoint that lists it can complete (two-phase
         commit's first phase; Flink's ``preCommit``/``closeForCommit``): e.g. fsync the
         staged files. A sink without this method has nothing to do here.
@@ -85,7 +87,7 @@ class Sink(Protocol):
         """
         ...
 
-    def commit(self, job_id: str, commit_id: int, pending: Sequence[str]) -> None:
+    def commit(self, job_id: JobId, commit_id: int, pending: Sequence[str]) -> None:
         """Make ``pending`` visible as one transaction; a no-op if ``commit_id`` of this job
         was committed before.
 
@@ -96,12 +98,12 @@ class Sink(Protocol):
         """
         ...
 
-    def pending(self, job_id: str, attempt_ids: Collection[str]) -> list[str]:
+    def pending(self, job_id: JobId, attempt_ids: Collection[str]) -> list[str]:
         """Handles of the pending data written by ``attempt_ids`` (for the final commit of a
         bounded job: what its finishing tasks wrote after the last checkpoint)."""
         ...
 
-    def abort(self, job_id: str, keep: Collection[str] = ()) -> None:
+    def abort(self, job_id: JobId, keep: Collection[str] = ()) -> None:
         """Drop every pending data of the job except ``keep`` (restore; failed or cancelled
         job)."""
         ...

@@ -63,6 +63,7 @@ from millrace.types import (
     AllocationId,
     ExecutionAttemptId,
     JobId,
+    JobMasterId,
     ResourceId,
     ResultPartitionId,
     new_id,
@@ -279,7 +280,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         job_id: JobId,
         allocation_id: AllocationId,
         job_master_address: str,
-        job_master_id: str,
+        job_master_id: JobMasterId,
         timeout: float | None = None,
     ) -> Acknowledge:
         self._slots.allocate(slot_index, job_id, allocation_id, job_master_address)
@@ -530,7 +531,7 @@ class _JobManagerConnection:
         last_heartbeat: Service-clock seconds of the last heartbeat request it sent.
     """
 
-    job_master_id: str
+    job_master_id: JobMasterId
     gateway: Future[JobMasterGateway]
     last_heartbeat: float
 

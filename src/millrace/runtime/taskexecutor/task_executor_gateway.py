@@ -9,7 +9,7 @@ from typing import Protocol
 from millrace.rpc import RpcGateway
 from millrace.runtime.deployment import Acknowledge, TaskDeploymentDescriptor, TaskOperationResult
 from millrace.runtime.io.partition_events import PartitionEvents
-from millrace.types import AllocationId, ExecutionAttemptId, JobId, ResultPartitionId
+from millrace.types import AllocationId, ExecutionAttemptId, JobId, JobMasterId, ResultPartitionId
 
 __all__ = ["TaskExecutorGateway"]
 
@@ -21,7 +21,7 @@ class TaskExecutorGateway(RpcGateway, Protocol):
         job_id: JobId,
         allocation_id: AllocationId,
         job_master_address: str,
-        job_master_id: str,
+        job_master_id: JobMasterId,
         timeout: float | None = None,
     ) -> Future[Acknowledge]:
         """From the ResourceManager: allocate slot ``slot_index`` and offer it to the JobMaster.

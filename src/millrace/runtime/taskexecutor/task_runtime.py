@@ -13,6 +13,8 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any, Protocol
 
+from millrace.types import ExecutionAttemptId
+
 __all__ = ["TaskRuntime"]
 
 
@@ -34,7 +36,7 @@ class TaskRuntime(Protocol):
         failed with what starting raised."""
         ...
 
-    def cancel_task_work(self, attempt_id: str) -> None:
+    def cancel_task_work(self, attempt_id: ExecutionAttemptId) -> None:
         """Cancel the running work of the task attempt ``attempt_id`` (its Spark jobs); a no-op
         when it runs none or the runtime is not started. Must not block for long."""
         ...
