@@ -8,12 +8,15 @@
   TestingTaskExecutorGatewayBuilder and TestingResourceManagerGateway).
 * :class:`TestingTaskRuntime`: a data plane that starts at once and runs nothing, for a
   MiniCluster whose tasks need no Spark.
+* :class:`TestingEndpoint`: serves a testing gateway at an address, so that an endpoint under
+  test (a JobMaster, a Dispatcher) reaches it over an RpcService like a real peer.
 
 Nothing here is used by production code; it ships with the package so that users' and
 connectors' tests can use it too.
 """
 
 from millrace.testing.manually_triggered_executor import ManuallyTriggeredMainThreadExecutor
+from millrace.testing.testing_endpoint import TestingEndpoint
 from millrace.testing.testing_gateways import (
     TestingResourceManagerGateway,
     TestingTaskExecutorGateway,
@@ -22,6 +25,7 @@ from millrace.testing.testing_task_runtime import TestingTaskRuntime
 
 __all__ = [
     "ManuallyTriggeredMainThreadExecutor",
+    "TestingEndpoint",
     "TestingResourceManagerGateway",
     "TestingTaskExecutorGateway",
     "TestingTaskRuntime",
