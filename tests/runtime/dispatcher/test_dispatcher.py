@@ -78,6 +78,7 @@ def test_a_submitted_job_runs_is_listed_and_ends_canceled(dispatcher) -> None:
     assert dispatcher.request_job_result(graph.job_id).result(WAIT) == result
     assert [j.status for j in dispatcher.list_jobs().result(WAIT)] == [JobStatus.CANCELED]
     assert dispatcher.request_job_details(graph.job_id).result(WAIT).status is JobStatus.CANCELED
+    assert "already submitted" in refusal(dispatcher, graph)  # an ended job's id too
 
 
 def test_a_job_is_submitted_once(dispatcher) -> None:
