@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.control_messages import CONTROL_MESSAGES, control_message_codec

@@ -8,7 +8,7 @@ them as opaque bytes (``SerializedOperator.payload``) that only the tasks and th
 from __future__ import annotations
 
 from millrace.rpc.message_codec import MessageCodec
-from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.deployment import (

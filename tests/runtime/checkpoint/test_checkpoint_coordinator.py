@@ -15,9 +15,9 @@ from millrace.clock import ManualClock
 from millrace.errors import CheckpointError
 from millrace.runtime.checkpoint.checkpoint_coordinator import (
     CheckpointCoordinator,
-    CheckpointSettings,
     CheckpointTarget,
 )
+from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.input_split import InputSplit, SplitState

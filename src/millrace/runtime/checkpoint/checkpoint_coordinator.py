@@ -32,18 +32,20 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from millrace.config import CheckpointingMode
 from millrace.errors import CheckpointError
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
+from millrace.runtime.checkpoint.checkpoint_history import CheckpointHistory, CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
 from millrace.runtime.checkpoint.checkpoint_storage import (
     CheckpointMetadata,
     CheckpointStorage,
     SinkCommit,
     VertexState,
 )
+from millrace.runtime.checkpoint.pending_sink_commits import CarriedSinkData, PendingSinkCommits
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.input_split import SplitState
 from millrace.runtime.jobgraph import JobGraph
@@ -52,40 +54,10 @@ from millrace.types import ExecutionAttemptId, JobVertexId
 __all__ = [
     "CheckpointCoordinator",
     "CheckpointCoordinatorContext",
-    "CheckpointRecord",
-    "CheckpointSettings",
     "CheckpointTarget",
 ]
 
 logger = logging.getLogger(__name__)
-
-_HISTORY = 10  # checkpoints shown by the statistics
-_ABORTED_REMEMBERED = 16  # aborted checkpoints whose late acknowledgements still carry sink data
-
-_SubtaskKey = tuple[JobVertexId, int]
-_SinkHandles = dict[int, list[str]]  # chain position of a sink -> staged data handles
-
-
-@dataclass(frozen=True)
-class CheckpointSettings:
-    """``execution.checkpointing.*`` and ``state.checkpoints.num-retained``.
-
-    Attributes:
-        interval: Seconds between periodic checkpoints; 0 disables them (savepoints still
-            work).
-        mode: EXACTLY_ONCE (aligned barriers) or AT_LEAST_ONCE.
-        timeout: Seconds before a pending checkpoint is aborted.
-        max_concurrent: Checkpoints in flight at once.
-        min_pause: Seconds between the end of a checkpoint and the next periodic trigger.
-        num_retained: Completed checkpoints kept.
-    """
-
-    interval: float
-    mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE
-    timeout: float = 600.0
-    max_concurrent: int = 1
-    min_pause: float = 0.0
-    num_retained: int = 1
 
 
 @dataclass(frozen=True)
@@ -128,31 +100,6 @@ class CheckpointCoordinatorContext(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class CheckpointRecord:
-    """One line of the checkpoint history (REST).
-
-    Attributes:
-        checkpoint_id: The checkpoint.
-        status: IN_PROGRESS, COMPLETED or FAILED.
-        is_savepoint: Whether a user asked for it.
-        trigger_ms: Trigger time, epoch ms.
-        duration_ms: Trigger to completion or failure, ms (0 while in progress).
-        state_size_bytes: Bytes of keyed state.
-        location: Its directory, once complete.
-        failure: Why it failed.
-    """
-
-    checkpoint_id: int
-    status: str
-    is_savepoint: bool
-    trigger_ms: int
-    duration_ms: int = 0
-    state_size_bytes: int = 0
-    location: str = ""
-    failure: str = ""
-
-
 @dataclass
 class _PendingCheckpoint:
     checkpoint_id: int
@@ -166,7 +113,7 @@ class _PendingCheckpoint:
     future: Future[CheckpointMetadata] = field(default_factory=Future)
     finalizing: bool = False
     timeout_handle: Any = None
-    carried: dict[_SubtaskKey, _SinkHandles] = field(default_factory=dict)
+    carried: CarriedSinkData = field(default_factory=dict)
 
 
 class CheckpointCoordinator:
@@ -209,13 +156,9 @@ class CheckpointCoordinator:
         self._running = False
         self._periodic: Any = None
         self._last_completion = float("-inf")
-        self._history: deque[CheckpointRecord] = deque(maxlen=_HISTORY)
+        self._history = CheckpointHistory()
         self.counts = {"completed": 0, "failed": 0}
-        # sink data pre-committed with aborted checkpoints, for the next one that completes
-        self._carried: dict[_SubtaskKey, _SinkHandles] = {}
-        self._aborted: dict[int, dict[ExecutionAttemptId, CheckpointTarget]] = {}
-        # completed checkpoints whose sink commit is not confirmed, by checkpoint id
-        self._unconfirmed: dict[int, SinkCommit] = {}
+        self._owed = PendingSinkCommits()
 
     # Life cycle --------------------------------------------------------------------------------
 
@@ -239,7 +182,7 @@ class CheckpointCoordinator:
             pending = self._pending[checkpoint_id]
             if not pending.finalizing:
                 self._abort(pending, reason)
-        self._forget_carried()
+        self._owed.forget_carried()
 
     @property
     def finalizing(self) -> bool:
@@ -254,9 +197,7 @@ class CheckpointCoordinator:
         self._main_thread.assert_running_in_main_thread()
         self._restored = metadata
         self._next_id = max(self._next_id, metadata.checkpoint_id + 1)
-        self._forget_carried()
-        # the restore commits ``metadata`` with every commit it names, before tasks deploy
-        self._unconfirmed = {}
+        self._owed.restored()  # its restore commits it with every commit it names
 
     @property
     def latest(self) -> CheckpointMetadata | None:
@@ -311,9 +252,7 @@ class CheckpointCoordinator:
             {v.vertex_id: self._context.unassigned_splits(v.vertex_id) for v in self._job.vertices},
         )
         self._pending[checkpoint_id] = pending
-        self._history.append(
-            CheckpointRecord(checkpoint_id, "IN_PROGRESS", is_savepoint, pending.timestamp_ms)
-        )
+        self._history.started(checkpoint_id, is_savepoint, pending.timestamp_ms)
         pending.timeout_handle = self._schedule(
             lambda: self._expire(checkpoint_id), self.settings.timeout
         )
@@ -352,9 +291,7 @@ class CheckpointCoordinator:
         checkpoint only hands over its sink data, carried to the next complete checkpoint."""
         self._main_thread.assert_running_in_main_thread()
         pending = self._pending.get(checkpoint_id)
-        aborted = self._aborted.get(checkpoint_id)
-        if pending is None and aborted is not None and attempt_id in aborted:
-            self._carry(aborted[attempt_id], snapshot)
+        if pending is None and self._owed.late_acknowledgement(checkpoint_id, attempt_id, snapshot):
             return
         if pending is None or pending.finalizing or attempt_id not in pending.targets:
             logger.debug(
@@ -389,18 +326,7 @@ class CheckpointCoordinator:
         for attempt_id, snapshot in pending.acks.items():
             target = pending.targets[attempt_id]
             vertices[target.vertex_id].subtasks[target.subtask_index] = snapshot
-        pending.carried, self._carried = self._carried, {}
-        for (vertex_id, subtask), handles in pending.carried.items():
-            taken = vertices[vertex_id].subtasks.get(subtask)
-            if taken is None:  # not a target now: keep it for a later checkpoint
-                self._carried[(vertex_id, subtask)] = handles
-                continue
-            merged = {p: list(h) for p, h in handles.items()}
-            for position, new in taken.sink_pending.items():
-                merged.setdefault(position, []).extend(new)
-            vertices[vertex_id].subtasks[subtask] = replace(
-                taken, sink_pending={p: tuple(h) for p, h in merged.items()}
-            )
+        pending.carried = self._owed.merge_into(vertices)
         metadata = CheckpointMetadata(
             job_id=self._job.job_id,
             job_name=self._job.name,
@@ -410,7 +336,7 @@ class CheckpointCoordinator:
             is_savepoint=False,
             max_parallelism=self._job.max_parallelism,
             vertices=list(vertices.values()),
-            earlier_commits=tuple(self._unconfirmed[i] for i in sorted(self._unconfirmed)),
+            earlier_commits=self._owed.earlier_commits(),
         )
         directory = self.storage.checkpoint_directory(self._job.job_id, pending.checkpoint_id)
 
@@ -438,10 +364,11 @@ class CheckpointCoordinator:
         duration_ms = round((self._clock.monotonic() - pending.started) * 1000)
         self._last_completion = self._clock.monotonic()
         self.counts["completed"] += 1
-        self._record(pending, "COMPLETED", duration_ms, shown.state_size_bytes, shown.location)
+        self._history.ended(
+            pending.checkpoint_id, "COMPLETED", duration_ms, shown.state_size_bytes, shown.location
+        )
         self._completed.append(checkpoint)  # a savepoint's checkpoint serves failover too
-        for commit in checkpoint.commits():
-            self._unconfirmed.setdefault(commit.checkpoint_id, commit)
+        self._owed.completed(checkpoint)
         while len(self._completed) > self.settings.num_retained:
             self._io.submit(self.storage.discard, self._completed.popleft())
         logger.info(
@@ -460,19 +387,11 @@ class CheckpointCoordinator:
         self._pending.pop(pending.checkpoint_id, None)
         if pending.timeout_handle is not None:
             pending.timeout_handle.cancel()
-        for key, handles in pending.carried.items():  # its metadata was not written
-            self._carried.setdefault(key, {})
-            for position, staged in handles.items():
-                self._carried[key].setdefault(position, []).extend(staged)
+        self._owed.aborted(pending.checkpoint_id, pending.targets, pending.acks, pending.carried)
         pending.carried = {}
-        for attempt_id, snapshot in pending.acks.items():
-            self._carry(pending.targets[attempt_id], snapshot)
-        self._aborted[pending.checkpoint_id] = pending.targets
-        while len(self._aborted) > _ABORTED_REMEMBERED:
-            del self._aborted[min(self._aborted)]
         duration_ms = round((self._clock.monotonic() - pending.started) * 1000)
         self.counts["failed"] += 1
-        self._record(pending, "FAILED", duration_ms, failure=reason)
+        self._history.ended(pending.checkpoint_id, "FAILED", duration_ms, failure=reason)
         logger.warning(
             "job %s: %s %d aborted: %s",
             self._job.name,
@@ -486,14 +405,6 @@ class CheckpointCoordinator:
             pending.future.set_exception(
                 CheckpointError(f"{_kind(pending)} {pending.checkpoint_id} aborted: {reason}")
             )
-
-    def _carry(self, target: CheckpointTarget, snapshot: TaskStateSnapshot) -> None:
-        """Keep the sink data ``snapshot`` pre-committed for the next complete checkpoint."""
-        if not snapshot.sink_pending:
-            return
-        carried = self._carried.setdefault((target.vertex_id, target.subtask_index), {})
-        for position, handles in snapshot.sink_pending.items():
-            carried.setdefault(position, []).extend(handles)
 
     def complete_final(
         self,
@@ -515,7 +426,7 @@ class CheckpointCoordinator:
         self._main_thread.assert_running_in_main_thread()
         checkpoint_id = self._next_id
         self._next_id += 1
-        earlier = tuple(self._unconfirmed[i] for i in sorted(self._unconfirmed))
+        earlier = self._owed.earlier_commits()
         # staged data an unconfirmed checkpoint already owes is committed under its own id
         owed = {h for c in earlier for hs in c.pending.values() for h in hs}
         left = {k: tuple(h for h in hs if h not in owed) for k, hs in sink_pending.items()}
@@ -551,8 +462,7 @@ class CheckpointCoordinator:
             final = writing.result()
             self._completed.append(final)
             self.counts["completed"] += 1
-            for commit in final.commits():
-                self._unconfirmed.setdefault(commit.checkpoint_id, commit)
+            self._owed.completed(final)
             logger.info(
                 "job %s: final checkpoint %d at %s", self._job.name, checkpoint_id, directory
             )
@@ -565,52 +475,22 @@ class CheckpointCoordinator:
         """The sinks committed ``metadata`` (and the earlier commits it names): later
         checkpoints need not name them any more."""
         self._main_thread.assert_running_in_main_thread()
-        for commit in metadata.commits():
-            self._unconfirmed.pop(commit.checkpoint_id, None)
+        self._owed.confirmed(metadata)
 
     @property
     def unconfirmed_commits(self) -> list[int]:
         """Ids of completed checkpoints whose sink commit is not confirmed yet."""
-        return sorted(self._unconfirmed)
-
-    def _forget_carried(self) -> None:
-        """A failover or restore: staged data no restored checkpoint lists is aborted."""
-        self._carried = {}
-        self._aborted = {}
+        return self._owed.unconfirmed_ids
 
     def carried_sink_handles(self) -> int:
         """Staged sink data handles waiting for the next complete checkpoint."""
-        return sum(len(h) for c in self._carried.values() for h in c.values())
-
-    def _record(
-        self,
-        pending: _PendingCheckpoint,
-        status: str,
-        duration_ms: int,
-        size: int = 0,
-        location: str = "",
-        failure: str = "",
-    ) -> None:
-        record = CheckpointRecord(
-            pending.checkpoint_id,
-            status,
-            pending.is_savepoint,
-            pending.timestamp_ms,
-            duration_ms,
-            size,
-            location,
-            failure,
-        )
-        self._history = deque(
-            [r for r in self._history if r.checkpoint_id != pending.checkpoint_id], _HISTORY
-        )
-        self._history.append(record)
+        return self._owed.carried_handles
 
     # Statistics --------------------------------------------------------------------------------
 
     def history(self) -> list[CheckpointRecord]:
         """The newest checkpoints, oldest first."""
-        return list(self._history)
+        return self._history.records()
 
     @property
     def in_progress(self) -> int:

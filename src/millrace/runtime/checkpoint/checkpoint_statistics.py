@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
 
 __all__ = ["CheckpointStatistics"]
 

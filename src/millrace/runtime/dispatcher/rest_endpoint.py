@@ -40,7 +40,7 @@ from fastapi.responses import JSONResponse
 from millrace.clock import Clock, SystemClock
 from millrace.errors import CheckpointError, JobSubmissionError
 from millrace.rpc.message_codec import CodecError, MessageCodec
-from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.dispatcher.rest_guard import RestGuard

@@ -24,11 +24,11 @@ from millrace.config import (
     Configuration,
     HeartbeatOptions,
 )
-from millrace.errors import SlotAllocationError
+from millrace.errors import CheckpointError, SlotAllocationError
 from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.rpc.main_thread_executor import EndpointMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
-from millrace.runtime.checkpoint.checkpoint_storage import CheckpointStorage
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import Acknowledge, SlotOffer, TaskExecutionState
 from millrace.runtime.executiongraph import ExecutionGraph, JobStatus
@@ -318,7 +318,25 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     def trigger_savepoint(
         self, target_directory: str | None, cancel_job: bool, timeout: float | None = None
     ) -> Future[str]:
-        return self.scheduler.trigger_savepoint(target_directory, cancel_job)
+        reply: Future[str] = Future()
+        try:
+            taking = self.scheduler.checkpoints.trigger(
+                is_savepoint=True, savepoint_target=target_directory
+            )
+        except CheckpointError as error:
+            reply.set_exception(error)
+            return reply
+
+        def taken(f: Future[CheckpointMetadata]) -> None:
+            if f.exception() is not None:
+                reply.set_exception(f.exception())
+                return
+            if cancel_job:  # Flink's stop with savepoint
+                self.cancel()
+            reply.set_result(f.result().location)
+
+        self.on_main_thread(taking, taken)
+        return reply
 
     def request_checkpoint_statistics(self, timeout: float | None = None) -> CheckpointStatistics:
         coordinator = self.scheduler.checkpoints

@@ -1,12 +1,11 @@
 """The Scheduler of one job (Flink's SchedulerNG): ExecutionGraph, deployment, failover."""
 
 from millrace.runtime.scheduler.execution_deployer import DeploymentListener, ExecutionDeployer
-from millrace.runtime.scheduler.scheduler import Scheduler, SchedulerContext, checkpoint_settings
+from millrace.runtime.scheduler.scheduler import Scheduler, SchedulerContext
 
 __all__ = [
     "DeploymentListener",
     "ExecutionDeployer",
     "Scheduler",
     "SchedulerContext",
-    "checkpoint_settings",
 ]

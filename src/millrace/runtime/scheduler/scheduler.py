@@ -16,8 +16,7 @@ The JobMaster is the gateway in front of it; the Scheduler owns what the job *is
 * completion: when every Execution FINISHED, what the last attempts staged becomes the final
   checkpoint, which is committed (retried under the restart strategy); then the job is FINISHED.
 
-Blocking work (preparation, split discovery, sink commits, checkpoint storage) runs elsewhere
-and its outcome comes back through the ComponentMainThreadExecutor.
+Blocking work runs elsewhere; its outcome comes back through the ComponentMainThreadExecutor.
 
 Threading:
     Main thread of the JobMaster only (``ComponentMainThreadExecutor``); public methods assert
@@ -26,44 +25,34 @@ Threading:
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from concurrent.futures import Executor, Future
-from typing import Any, Protocol
 
-from millrace.config import (
-    CheckpointingOptions,
-    Configuration,
-    ExecutionOptions,
-)
-from millrace.errors import CheckpointError
+from millrace.config import Configuration, ExecutionOptions
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_coordinator import (
     CheckpointCoordinator,
-    CheckpointSettings,
     CheckpointTarget,
 )
+from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
 from millrace.runtime.checkpoint.state_assignment import StateAssignment
-from millrace.runtime.deployment import TaskExecutionState, TaskOperationResult
+from millrace.runtime.deployment import TaskExecutionState
 from millrace.runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, JobStatus
 from millrace.runtime.failover import restart_strategy_from
-from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
-from millrace.runtime.job_result import (
-    JobDetails,
-    JobResult,
-    JobResultFailure,
-    JobResultSuccess,
-    VertexDetails,
-)
+from millrace.runtime.io.input_split import NextInputSplit, SplitState
+from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobmaster.clock_service import GlobalClockService
 from millrace.runtime.jobmaster.job_preparation import JobPreparer, PreparedJob
-from millrace.runtime.jobmaster.sink_committer import SinkCommitter, SinkKey
+from millrace.runtime.jobmaster.sink_committer import SinkCommitter
 from millrace.runtime.jobmaster.slot_pool import SlotPool
 from millrace.runtime.scheduler.execution_deployer import ExecutionDeployer
+from millrace.runtime.scheduler.final_commit import FinalCommit
+from millrace.runtime.scheduler.job_views import checkpoint_targets, job_details, job_result
+from millrace.runtime.scheduler.scheduler_context import SchedulerContext
 from millrace.runtime.source.source_coordinator import SourceCoordinator
-from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
+from millrace.runtime.source.split_discovery import SplitDiscovery
 from millrace.types import (
     AllocationId,
     ExecutionAttemptId,
@@ -72,27 +61,9 @@ from millrace.types import (
     ResultPartitionId,
 )
 
-__all__ = ["Scheduler", "SchedulerContext", "checkpoint_settings"]
+__all__ = ["Scheduler", "SchedulerContext"]
 
 logger = logging.getLogger(__name__)
-
-
-class SchedulerContext(Protocol):
-    """What the Scheduler needs from its JobMaster (main thread)."""
-
-    def request_slots(self) -> None:
-        """Request the slots the job lacks; ``Scheduler.slots_ready`` follows once it holds
-        all of them (at once if it does)."""
-        ...
-
-    def release_task_manager(self, resource_id: ResourceId, cause: str) -> None:
-        """Drop a TaskManager that cannot be reached (its slots leave the job); the
-        JobMaster then reports the loss with ``Scheduler.task_manager_lost``."""
-        ...
-
-    def job_terminated(self, result: JobResult) -> None:
-        """The job reached a terminal status: free its slots and publish ``result``."""
-        ...
 
 
 class Scheduler:
@@ -140,7 +111,7 @@ class Scheduler:
         self._context = context
         self.checkpoints = CheckpointCoordinator(
             self.job_graph,
-            checkpoint_settings(configuration),
+            CheckpointSettings.from_configuration(configuration),
             storage,
             main_thread,
             io_executor,
@@ -150,13 +121,27 @@ class Scheduler:
             graph, slots, main_thread, job_master_address, task_configuration, self
         )
         self._restart_strategy = restart_strategy_from(configuration)
-        self._discovery_interval = configuration.get(ExecutionOptions.SOURCE_DISCOVERY_INTERVAL)
+        self._discovery = SplitDiscovery(
+            main_thread,
+            io_executor,
+            configuration.get(ExecutionOptions.SOURCE_DISCOVERY_INTERVAL),
+            lambda: self._sources,
+            lambda: not self.graph.status.is_globally_terminal,
+        )
+        self._final_commit = FinalCommit(
+            graph,
+            committer,
+            self.checkpoints,
+            main_thread,
+            self._restart_strategy,
+            lambda: {v: tuple(s.split_ids()) for v, s in self._sources.items()},
+            self._final_commit_done,
+        )
         self._sources: dict[JobVertexId, SourceCoordinator] = {}
         self._assignment: StateAssignment | None = None
         self._failure: str | None = None
         self._restart_scheduled = False
         self._finishing = False  # every Execution FINISHED: the final commit runs
-        self._final_checkpoint: CheckpointMetadata | None = None
         self._started = time.time()
         self._ended: float | None = None
         self.restarts = 0
@@ -193,6 +178,7 @@ class Scheduler:
         self.checkpoints.stop("the JobMaster stopped")
         if not self.graph.status.is_globally_terminal:
             if self._finishing:
+                self._final_commit.cancel()
                 self.fail_job("the JobMaster stopped while committing the sinks")
             else:
                 self.fail_job("the JobMaster stopped before the job ended")
@@ -225,7 +211,7 @@ class Scheduler:
                 prepared.restored.location,
             )
         if any(not s.bounded for s in self._sources.values()):
-            self._main_thread.schedule(self._discover_splits, self._discovery_interval)
+            self._discovery.start()
         if restarting:
             self.graph.transition_job(JobStatus.RUNNING)
             logger.info("job %s: restart %d", self.job_graph.name, self.restarts)
@@ -327,45 +313,13 @@ class Scheduler:
             vertex.subtask_index, vertex.job_vertex.parallelism
         )
 
-    def _discover_splits(self) -> None:
-        """Ask the unbounded sources' enumerators for new splits (I/O), every
-        ``source.discovery-interval``."""
-        if self.graph.status.is_globally_terminal:
-            return
-        for coordinator in self._sources.values():
-            if not coordinator.bounded:
-                found = self._io.submit(coordinator.enumerator.discover)
-                self._main_thread.when_done(found, functools.partial(self._discovered, coordinator))
-        self._main_thread.schedule(self._discover_splits, self._discovery_interval)
-
-    def _discovered(self, coordinator: SourceCoordinator, found: Future[list[InputSplit]]) -> None:
-        if found.exception() is not None:
-            logger.warning("source %s: discovery failed: %s", coordinator.name, found.exception())
-        elif any(c is coordinator for c in self._sources.values()):  # not replaced by a restart
-            coordinator.add_discovered(found.result())
-
     # Checkpoints (the CheckpointCoordinator's context) -----------------------------------------
 
     def checkpoint_targets(self) -> list[CheckpointTarget] | None:
         """Every Execution with its trigger (sources), or None unless all of them RUN."""
         if self.graph.status is not JobStatus.RUNNING or self._finishing:
             return None
-        targets = []
-        for jv in self.graph.vertices:
-            for ev in jv.task_vertices:
-                execution = ev.current_execution
-                if execution.state is not ExecutionState.RUNNING:
-                    return None
-                trigger = None
-                if jv.job_vertex.is_source:
-                    gateway = self._deployer.gateway_of(execution)
-                    if gateway is None:
-                        return None
-                    trigger = functools.partial(_trigger, gateway, execution.attempt_id)
-                targets.append(
-                    CheckpointTarget(execution.attempt_id, jv.vertex_id, ev.subtask_index, trigger)
-                )
-        return targets
+        return checkpoint_targets(self.graph, self._deployer.gateway_of)
 
     def checkpoint_completed(self, metadata: CheckpointMetadata) -> None:
         """Commit the sinks of a complete checkpoint; a failed commit fails over (the restore
@@ -391,31 +345,6 @@ class Scheduler:
     def unassigned_splits(self, vertex_id: JobVertexId) -> tuple[SplitState, ...]:
         source = self._sources.get(vertex_id)
         return source.unassigned_restored() if source is not None else ()
-
-    def trigger_savepoint(self, target_directory: str | None, cancel_job: bool) -> Future[str]:
-        """A savepoint now (and a cancel once it is taken, with ``cancel_job``).
-
-        Returns:
-            Future completed with the savepoint's directory, or failed with CheckpointError.
-        """
-        self._main_thread.assert_running_in_main_thread()
-        reply: Future[str] = Future()
-        try:
-            taking = self.checkpoints.trigger(is_savepoint=True, savepoint_target=target_directory)
-        except CheckpointError as error:
-            reply.set_exception(error)
-            return reply
-
-        def taken(f: Future[CheckpointMetadata]) -> None:
-            if f.exception() is not None:
-                reply.set_exception(f.exception())
-                return
-            if cancel_job:
-                self.cancel()
-            reply.set_result(f.result().location)
-
-        self._main_thread.when_done(taking, taken)
-        return reply
 
     @property
     def restored_checkpoint(self) -> int | None:
@@ -515,7 +444,7 @@ class Scheduler:
             if not self._finishing:
                 self._finishing = True
                 self.checkpoints.stop("the job finished")
-                self._commit_final()
+                self._final_commit.start()
         elif graph.status is JobStatus.RESTARTING:
             if all(e.state.is_terminal for e in graph.executions()):
                 self._schedule_restart()
@@ -527,64 +456,15 @@ class Scheduler:
             )
             self._complete()
 
-    def _commit_final(self) -> None:
-        """Record what the final attempts staged since the last checkpoint as the final
-        checkpoint, then commit it (idempotent: a retry commits the same checkpoint)."""
+    def _final_commit_done(self, failure: str | None) -> None:
         if self.graph.status is not JobStatus.RUNNING:
             return  # stopped meanwhile
-        if self._final_checkpoint is not None:
-            finishing = self._committer.finish(self._final_checkpoint)
-            self._main_thread.when_done(finishing, self._final_committed)
-            return
-        attempts: dict[str, set[str]] = {
-            jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
-            for jv in self.graph.vertices
-        }
-        listing = self._committer.final_pending(attempts)
-        self._main_thread.when_done(listing, self._final_pending_listed)
-
-    def _final_pending_listed(self, listing: Future[dict[SinkKey, tuple[str, ...]]]) -> None:
-        if self.graph.status is not JobStatus.RUNNING:
-            return
-        if listing.exception() is not None:
-            self._final_committed(listing)  # a failed commit: retried under the strategy
-            return
-        finished = {vertex_id: tuple(s.split_ids()) for vertex_id, s in self._sources.items()}
-        writing = self.checkpoints.complete_final(finished, listing.result())
-        self._main_thread.when_done(writing, self._final_checkpoint_written)
-
-    def _final_checkpoint_written(self, writing: Future[CheckpointMetadata]) -> None:
-        if self.graph.status is not JobStatus.RUNNING:
-            return
-        if writing.exception() is not None:
-            self._final_committed(writing)
-            return
-        self._final_checkpoint = writing.result()
-        self._commit_final()
-
-    def _final_committed(self, committing: Future[Any]) -> None:
-        if self.graph.status is not JobStatus.RUNNING:
-            return  # stopped meanwhile
-        error = committing.exception()
-        if error is None:
-            self.checkpoints.discard_retained()  # the output is final: nothing to restore
+        if failure is None:
             self.graph.transition_job(JobStatus.FINISHED)
-            self._complete()
-            return
-        cause = f"committing the sinks failed: {_describe(error)}"
-        self._restart_strategy.notify_failure(self._main_thread.clock.monotonic())
-        if self._restart_strategy.can_restart():  # e.g. a database outage: try again
-            logger.warning(
-                "job %s: %s; retrying the commit (%r)",
-                self.job_graph.name,
-                cause,
-                self._restart_strategy,
-            )
-            self._main_thread.schedule(self._commit_final, self._restart_strategy.restart_delay())
-            return
-        self._failure = f"{cause} (no restart left: {self._restart_strategy!r})"
-        logger.info("job %s FAILED: %s", self.job_graph.name, self._failure)
-        self.graph.transition_job(JobStatus.FAILED)
+        else:
+            self._failure = failure
+            logger.info("job %s FAILED: %s", self.job_graph.name, failure)
+            self.graph.transition_job(JobStatus.FAILED)
         self._complete()
 
     def _complete(self) -> None:
@@ -600,64 +480,20 @@ class Scheduler:
             )
         if graph.status is not JobStatus.FINISHED:
             self._committer.abort(keep=self.checkpoints.retained())
-        details = self.details()
-        duration = self._ended - self._started
-        result: JobResult
-        if graph.status is JobStatus.FINISHED:
-            accumulators = {jv.name: jv.metrics() for jv in graph.vertices}
-            result = JobResultSuccess(self.job_graph.job_id, duration, accumulators, details)
-        else:
-            result = JobResultFailure(
-                self.job_graph.job_id, graph.status, duration, self._failure or "unknown", details
-            )
-        logger.info("job %s %s in %.2f s", self.job_graph.name, graph.status.name, duration)
+        result = job_result(graph, self.details(), self._failure)
+        logger.info("job %s %s in %.2f s", self.job_graph.name, graph.status.name, result.duration)
         self._context.job_terminated(result)
 
     def details(self) -> JobDetails:
         """The job as the Dispatcher and REST show it."""
-        vertices = [
-            VertexDetails(
-                jv.name,
-                jv.parallelism,
-                {s.name: n for s, n in jv.state_counts().items()},
-                jv.metrics(),
-            )
-            for jv in self.graph.vertices
-        ]
-        end = self._ended or time.time()
-        return JobDetails(
-            self.job_graph.job_id,
-            self.job_graph.name,
-            self.graph.status,
+        return job_details(
+            self.graph,
+            self._sources.values(),
             self._started,
-            end - self._started,
-            vertices,
-            sum(s.splits_total for s in self._sources.values()),
-            sum(s.splits_assigned for s in self._sources.values()),
+            self._ended or time.time(),
             self.restarts,
             self.checkpoints.counts["completed"],
         )
-
-
-def checkpoint_settings(configuration: Configuration) -> CheckpointSettings:
-    """``execution.checkpointing.*`` and ``state.checkpoints.num-retained``."""
-    return CheckpointSettings(
-        configuration.get(CheckpointingOptions.INTERVAL),
-        configuration.get(CheckpointingOptions.MODE),
-        configuration.get(CheckpointingOptions.TIMEOUT),
-        configuration.get(CheckpointingOptions.MAX_CONCURRENT),
-        configuration.get(CheckpointingOptions.MIN_PAUSE),
-        configuration.get(CheckpointingOptions.NUM_RETAINED),
-    )
-
-
-def _trigger(
-    gateway: TaskExecutorGateway,
-    attempt_id: ExecutionAttemptId,
-    checkpoint_id: int,
-    timestamp_ms: int,
-) -> Future[TaskOperationResult]:
-    return gateway.trigger_checkpoint(attempt_id, checkpoint_id, timestamp_ms)
 
 
 def _describe(error: BaseException | None) -> str:

@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 
 from millrace.config import (
@@ -30,10 +29,8 @@ from millrace.config import (
 )
 from millrace.errors import PartitionNotFoundError, SlotAllocationError
 from millrace.rpc import RpcEndpoint, RpcService
-from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import (
     Acknowledge,
-    InputChannelDescriptor,
     SlotOffer,
     TaskDeploymentDescriptor,
     TaskExecutionState,
@@ -53,6 +50,11 @@ from millrace.runtime.registration import (
     RegistrationResponse,
 )
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.taskexecutor.job_manager_connection import (
+    JobManagerConnection,
+    RpcCheckpointResponder,
+)
+from millrace.runtime.taskexecutor.partition_client import partition_poll
 from millrace.runtime.taskexecutor.task import Task
 from millrace.runtime.taskexecutor.task_environment import TaskEnvironment
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
@@ -110,7 +112,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR)).resolve()
         self._tasks: dict[ExecutionAttemptId, Task] = {}
         self._partitions: dict[ResultPartitionId, ResultPartition] = {}
-        self._job_masters: dict[JobId, _JobManagerConnection] = {}
+        self._job_masters: dict[JobId, JobManagerConnection] = {}
         self._resource_manager: ResourceManagerGateway | None = None
         self._registration: RegistrationResponse | None = None
         self._backoff = _REGISTRATION_BACKOFF[0]
@@ -289,7 +291,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             gateway = self.rpc_service.connect(
                 job_master_address, JobMasterGateway, fencing_token=job_master_id
             )
-            connection = _JobManagerConnection(job_master_id, gateway, self.clock.monotonic())
+            connection = JobManagerConnection(job_master_id, gateway, self.clock.monotonic())
             self._job_masters[job_id] = connection
         offer = SlotOffer(allocation_id, slot_index)
         self.on_main_thread(connection.gateway, lambda f: self._offer(f, offer))
@@ -348,7 +350,9 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         mode = configuration.get(CheckpointingOptions.MODE)
         aligned = mode is CheckpointingMode.EXACTLY_ONCE
         gate = (
-            InputGate(tdd.input_channels, self._make_poll(), aligned)
+            InputGate(
+                tdd.input_channels, partition_poll(self.rpc_service, self._poll_timeout), aligned
+            )
             if tdd.input_channels
             else None
         )
@@ -361,7 +365,9 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             request_split=lambda: self._request_split(job_master, tdd),
             emit=lambda sub, event: self.run_async(lambda: self._emit(tdd, sub, event)),
             input_gate=gate,
-            checkpoint_responder=_RpcCheckpointResponder(self, tdd),
+            checkpoint_responder=RpcCheckpointResponder(
+                functools.partial(self._tell_job_master, tdd.job_id), tdd.attempt_id
+            ),
             report_metrics=lambda: self.run_async(
                 lambda: self._task_state_changed(tdd, ExecutionState.RUNNING, env.metrics, None)
             ),
@@ -399,6 +405,10 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             return TaskOperationResult(attempt_id, False, "no such task on " + self.resource_id)
         task.environment.trigger_checkpoint(checkpoint_id, timestamp_ms)
         return TaskOperationResult(attempt_id, True)
+
+    def _tell_job_master(self, job_id: JobId, call: Callable[[JobMasterGateway], object]) -> None:
+        """Any thread: ``call(gateway)`` on the job's JobMaster, from the main thread."""
+        self.run_async(lambda: self._job_master(job_id, call))
 
     def _job_master(self, job_id: JobId, call: Callable[[JobMasterGateway], object]) -> None:
         """Main thread: ``call(gateway)`` on the job's JobMaster once connected (dropped if
@@ -480,60 +490,6 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         for pid in [p for p, part in self._partitions.items() if part.job_id == job_id]:
             error = PartitionNotFoundError(pid)
             self._partitions.pop(pid).release(functools.partial(_fail_pull, error=error))
-
-    def _make_poll(self) -> Callable[[InputChannelDescriptor, int], Future[PartitionEvents]]:
-        """A poll function for input gates; runs on task threads, connects lazily."""
-        timeout = self._poll_timeout + self.rpc_service.ask_timeout
-        service = self.rpc_service
-        gateways: dict[str, TaskExecutorGateway] = {}  # used by one task thread only
-
-        def poll(channel: InputChannelDescriptor, from_index: int) -> Future[PartitionEvents]:
-            gateway = gateways.get(channel.producer_address)
-            if gateway is None:
-                gateway = service.connect(channel.producer_address, TaskExecutorGateway).result()
-                gateways[channel.producer_address] = gateway
-            return gateway.request_partition_events(
-                channel.partition_id, channel.subpartition_index, from_index, timeout=timeout
-            )
-
-        return poll
-
-
-class _RpcCheckpointResponder:
-    """A task's CheckpointResponder: tells to its JobMaster, through the TaskExecutor's main
-    thread. Threading: any thread."""
-
-    def __init__(self, task_executor: TaskExecutor, tdd: TaskDeploymentDescriptor) -> None:
-        self._te = task_executor
-        self._job_id = tdd.job_id
-        self._attempt_id = tdd.attempt_id
-
-    def _tell(self, call: Callable[[JobMasterGateway], object]) -> None:
-        self._te.run_async(lambda: self._te._job_master(self._job_id, call))
-
-    def acknowledge_checkpoint(self, checkpoint_id: int, snapshot: TaskStateSnapshot) -> None:
-        self._tell(lambda jm: jm.acknowledge_checkpoint(self._attempt_id, checkpoint_id, snapshot))
-
-    def decline_checkpoint(self, checkpoint_id: int, reason: str) -> None:
-        self._tell(lambda jm: jm.decline_checkpoint(self._attempt_id, checkpoint_id, reason))
-
-    def report_watermark(self, watermark_ms: int) -> None:
-        self._tell(lambda jm: jm.report_watermark(self._attempt_id, watermark_ms))
-
-
-@dataclass
-class _JobManagerConnection:
-    """This TaskManager's link to the JobMaster of one job.
-
-    Attributes:
-        job_master_id: The JobMaster's fencing token.
-        gateway: The connection being made or made.
-        last_heartbeat: Service-clock seconds of the last heartbeat request it sent.
-    """
-
-    job_master_id: JobMasterId
-    gateway: Future[JobMasterGateway]
-    last_heartbeat: float
 
 
 def _fail_pull(pull: Future[PartitionEvents], error: BaseException) -> None:
