@@ -1,0 +1,219 @@
+"""The SourceStreamTask's control states without Spark: asking for splits, going idle and
+active again (WatermarkStatus), taking checkpoints at bundle boundaries (split positions
+snapshotted, the barrier put out, the acknowledgement sent), and ending bounded input with a MAX
+watermark and EndOfPartition. The reader is scripted and never produces a bundle, so no Spark
+job runs; the session is a stand-in that only takes the task's job group.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from millrace.api.connector.source import Boundedness, SourceReaderContext
+from millrace.api.operators import SinkOperator, SourceOperator
+from millrace.config import Configuration
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.deployment import TaskDeploymentDescriptor
+from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
+from millrace.runtime.io.partition_events import (
+    MAX_WATERMARK,
+    CheckpointBarrier,
+    EndOfPartition,
+    Watermark,
+    WatermarkStatus,
+)
+from millrace.runtime.jobgraph import OperatorKind, SerializedOperator
+from millrace.runtime.taskexecutor.task_environment import TaskCancelledError, TaskEnvironment
+from millrace.spark.source_stream_task import SourceStreamTask
+from millrace.types import (
+    Address,
+    AllocationId,
+    ExecutionAttemptId,
+    JobId,
+    JobVertexId,
+    ResultPartitionId,
+)
+from tests.waiting import result_within, wait_until
+
+WAIT = 30.0
+
+
+class ScriptedReader:
+    """Holds the splits it is given at their positions; never has records."""
+
+    def __init__(self) -> None:
+        self.splits: dict[str, tuple[InputSplit, int]] = {}
+
+    def add_split(self, split: InputSplit, position: int) -> None:
+        self.splits[split.split_id] = (split, position)
+
+    def wants_splits(self) -> bool:
+        return not self.splits
+
+    def poll(self, timeout: float) -> None:
+        time.sleep(min(timeout, 0.01))
+        return None
+
+    def snapshot(self) -> list[SplitState]:
+        return [SplitState(split, position) for split, position in self.splits.values()]
+
+    def is_finished(self) -> bool:
+        return not self.splits
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class ScriptedSource:
+    boundedness: Boundedness
+
+    def create_reader(self, context: SourceReaderContext) -> ScriptedReader:
+        return ScriptedReader()
+
+
+@dataclass
+class Harness:
+    """A SourceStreamTask on its own thread, and what it said."""
+
+    boundedness: Boundedness
+    work: Path
+    replies: list[NextInputSplit] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+    acks: list[tuple[int, TaskStateSnapshot]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        source = SourceOperator(ScriptedSource(self.boundedness), None, 0, "scripted", None)
+        sink = SinkOperator(object(), "Sink: nowhere")
+        tdd = TaskDeploymentDescriptor(
+            JobId("job"),
+            "job",
+            Address("local://test/jobmaster"),
+            JobVertexId("src"),
+            "scripted (1/1)",
+            0,
+            1,
+            ExecutionAttemptId("attempt-1"),
+            AllocationId("slot-0"),
+            "millrace.spark.source_stream_task:SourceStreamTask",
+            (
+                SerializedOperator.of(OperatorKind.SOURCE, "scripted", source),
+                SerializedOperator.of(OperatorKind.SINK, "Sink: nowhere", sink),
+            ),
+            True,
+            ResultPartitionId("attempt-1"),
+            1,
+            (),
+            128,
+        )
+        session: Future[Any] = Future()
+        context = SimpleNamespace(
+            setJobGroup=lambda *a, **k: None, setLocalProperty=lambda *a: None
+        )
+        session.set_result(SimpleNamespace(sparkContext=context))
+        self.env = TaskEnvironment(
+            tdd,
+            Configuration({"execution.bundle.max-delay": "10 ms"}),
+            session,
+            self.work,
+            request_split=self._next_split,
+            emit=lambda subpartition, event: self.events.append(event),
+            input_gate=None,
+            checkpoint_responder=self,
+            report_metrics=lambda: None,
+        )
+        self.ended: Future[None] = Future()
+
+    def _next_split(self) -> Future[NextInputSplit]:
+        reply: Future[NextInputSplit] = Future()
+        reply.set_result(
+            self.replies.pop(0)
+            if self.replies
+            else NextInputSplit(None, MAX_WATERMARK, more_expected=True)
+        )
+        return reply
+
+    # CheckpointResponder
+    def acknowledge_checkpoint(self, checkpoint_id: int, snapshot: TaskStateSnapshot) -> None:
+        self.acks.append((checkpoint_id, snapshot))
+
+    def decline_checkpoint(self, checkpoint_id: int, reason: str) -> None:
+        raise AssertionError(f"declined {checkpoint_id}: {reason}")
+
+    def report_watermark(self, watermark_ms: int) -> None:
+        pass
+
+    def run(self) -> None:
+        def invoke() -> None:
+            try:
+                SourceStreamTask(self.env).invoke()
+                self.ended.set_result(None)
+            except BaseException as error:
+                self.ended.set_exception(error)
+
+        threading.Thread(target=invoke, name="scripted source", daemon=True).start()
+
+    def statuses(self) -> list[bool]:
+        return [e.active for e in self.events if isinstance(e, WatermarkStatus)]
+
+
+@pytest.fixture
+def unbounded(tmp_path) -> Iterator[Harness]:
+    harness = Harness(Boundedness.CONTINUOUS_UNBOUNDED, tmp_path)
+    yield harness
+    harness.env.cancel()
+
+
+def test_a_bounded_source_without_splits_ends_with_max_watermark_and_end_of_partition(
+    tmp_path,
+) -> None:
+    harness = Harness(Boundedness.BOUNDED, tmp_path, [NextInputSplit(None, MAX_WATERMARK)])
+    harness.env.trigger_checkpoint(1, 1000)  # taken at the first boundary
+    harness.run()
+    result_within(harness.ended, WAIT, what="the task to end")
+    assert [(i, s.split_states) for i, s in harness.acks] == [(1, ())]
+    assert harness.events[-2:] == [Watermark(MAX_WATERMARK), EndOfPartition()]
+    assert isinstance(harness.events[0], CheckpointBarrier)  # before anything else
+
+
+def test_without_splits_the_source_goes_idle_and_a_split_makes_it_active(unbounded) -> None:
+    unbounded.run()
+    wait_until(lambda: unbounded.statuses() == [False], what="the source idle", timeout=WAIT)
+    split = InputSplit(0, "topic/0")
+    unbounded.replies.append(NextInputSplit(split, 0, position=42))
+    wait_until(
+        lambda: unbounded.statuses() == [False, True],
+        what="the source active again",
+        seen=unbounded.statuses,
+        timeout=WAIT,
+    )
+
+
+def test_a_checkpoint_snapshots_the_open_splits_then_puts_its_barrier_out(unbounded) -> None:
+    split = InputSplit(0, "topic/0")
+    unbounded.replies.append(NextInputSplit(split, 0, position=42))
+    unbounded.run()
+    wait_until(lambda: unbounded.statuses() == [], what="the split taken", timeout=WAIT)
+    unbounded.env.trigger_checkpoint(7, 5000)
+    wait_until(lambda: unbounded.acks, what="the acknowledgement", timeout=WAIT)
+    [(checkpoint_id, snapshot)] = unbounded.acks
+    assert checkpoint_id == 7
+    assert snapshot.split_states == (SplitState(split, 42),)
+    assert CheckpointBarrier(7, 5000) in unbounded.events
+
+
+def test_cancellation_ends_the_task(unbounded) -> None:
+    unbounded.run()
+    wait_until(lambda: unbounded.statuses() == [False], what="the source idle", timeout=WAIT)
+    unbounded.env.cancel()
+    with pytest.raises(TaskCancelledError):
+        result_within(unbounded.ended, WAIT, what="the cancelled task to end")
