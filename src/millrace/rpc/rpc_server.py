@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from millrace.clock import is_listenable
 from millrace.errors import EndpointStoppedError
-from millrace.rpc._futures import complete, fail, transfer
+from millrace.rpc.future_utils import complete, fail, transfer
 from millrace.rpc.rpc_invocation import RpcInvocation
 from millrace.rpc.scheduled_run import ScheduledRun
 

@@ -13,7 +13,7 @@ from concurrent.futures import Executor, Future
 from millrace.config import Configuration
 from millrace.errors import ConfigError, JobSubmissionError
 from millrace.rpc import RpcEndpoint, RpcService
-from millrace.rpc._futures import all_of
+from millrace.rpc.future_utils import all_of
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.deployment import Acknowledge
