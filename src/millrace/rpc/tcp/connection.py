@@ -33,11 +33,16 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from millrace.errors import RecipientUnreachableError, RemoteRpcError
+from millrace.errors import (
+    CodecError,
+    ConnectionClosedError,
+    RecipientUnreachableError,
+    RemoteRpcError,
+)
 from millrace.rpc.future_utils import complete, fail
-from millrace.rpc.message_codec import CodecError, MessageCodec
+from millrace.rpc.message_codec import MessageCodec
 from millrace.rpc.tcp.channel_mac import ChannelMac
-from millrace.rpc.tcp.framing import ConnectionClosedError, encode_frame
+from millrace.rpc.tcp.framing import encode_frame
 from millrace.rpc.tcp.handshake import ChannelKeys
 from millrace.rpc.tcp.remote_errors import error_from_wire
 from millrace.rpc.tcp.socket_link import SocketLink

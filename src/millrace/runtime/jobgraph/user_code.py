@@ -26,10 +26,9 @@ from typing import Any
 
 import cloudpickle
 
-from millrace.errors import PipelineError
+from millrace.errors import UserCodeError
 
 __all__ = [
-    "UserCodeError",
     "add_user_code_root",
     "deserialize_user_code",
     "serialize_user_code",
@@ -43,10 +42,6 @@ _NOT_SHIPPABLE = {
     "DataFrame": "read the data inside the function (df.sparkSession.read...) instead of "
     "capturing a DataFrame built by the script",
 }
-
-
-class UserCodeError(PipelineError):
-    """User code cannot be serialized or deserialized (e.g. it captures a SparkSession)."""
 
 
 class _UserCodePickler(cloudpickle.Pickler):
