@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from millrace.clock import Clock, SystemClock
 from millrace.config import Configuration, RpcOptions
-from millrace.errors import RecipientUnreachableError
+from millrace.errors import GatewayMismatchError, RecipientUnreachableError
 from millrace.rpc.endpoint_registry import EndpointRegistry
 from millrace.rpc.future_utils import complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
@@ -119,8 +119,9 @@ class LocalRpcService:
             Future completed with the gateway proxy.
 
         Raises:
-            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly), or via
-                the future if the endpoint lacks one of its methods.
+            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly).
+            GatewayMismatchError: via the future, if the endpoint lacks one of the gateway's
+                methods.
             RecipientUnreachableError: via the future, if the address belongs to another scheme
                 or service, the service is closed, or no endpoint registers within the lookup
                 timeout.
@@ -161,9 +162,10 @@ class LocalRpcService:
         if missing:
             fail(
                 future,
-                TypeError(
+                GatewayMismatchError(
                     f"endpoint at {address} ({type(endpoint).__name__}) does not implement "
-                    f"{', '.join(missing)} of {gateway_type.__name__}"
+                    f"{', '.join(missing)} of {gateway_type.__name__}",
+                    endpoint.endpoint_id,
                 ),
             )
             return

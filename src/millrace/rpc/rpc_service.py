@@ -87,8 +87,9 @@ class RpcService(Protocol):
         Raises:
             RecipientUnreachableError: via the future, if nothing answers at ``address`` within
                 the lookup timeout.
-            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly), or via
-                the future if the endpoint does not implement it.
+            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly).
+            GatewayMismatchError: via the future, if the endpoint does not implement (or, over
+                TCP, does not serve in its declared gateways) one of its methods.
         """
         ...
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from millrace.clock import Clock, SystemClock
 from millrace.config import Configuration, RpcOptions, check_rpc_limits
-from millrace.errors import RecipientUnreachableError
+from millrace.errors import GatewayMismatchError, RecipientUnreachableError
 from millrace.rpc.endpoint_registry import EndpointRegistry
 from millrace.rpc.future_utils import complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
@@ -257,8 +257,9 @@ class TcpRpcService:
         """Resolve ``tcp://host:port/endpoint_id`` to a gateway over TCP.
 
         Raises:
-            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly), or via
-                the future if the remote endpoint lacks one of its methods.
+            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly).
+            GatewayMismatchError: via the future, if the remote endpoint does not serve one of
+                the gateway's methods.
             RecipientUnreachableError: via the future, if the address is malformed, the peer
                 cannot be reached or authenticated, or no endpoint answers within the lookup
                 timeout.
@@ -326,10 +327,10 @@ class TcpRpcService:
             fail(result, RecipientUnreachableError(address, str(found.exception())))
             return
         _, _, number, error = found.result()
-        if error is not None:
+        if error is not None:  # "TypeError: ...": the endpoint does not serve the gateway
             fail(
                 result,
-                TypeError(error)
+                GatewayMismatchError(error.removeprefix("TypeError: "), endpoint_id)
                 if error.startswith("TypeError")
                 else RecipientUnreachableError(address, error),
             )

@@ -38,7 +38,7 @@ from millrace.config import (
     Configuration,
     ExecutionOptions,
 )
-from millrace.errors import CheckpointError
+from millrace.errors import CheckpointError, ExecutionGraphError, MillraceError, PipelineError
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_coordinator import (
     CheckpointCoordinator,
@@ -310,17 +310,40 @@ class Scheduler:
     ) -> NextInputSplit:
         """RequestNextInputSplit of a running source subtask.
 
+        Args:
+            vertex_id: The source vertex the subtask belongs to.
+            attempt_id: The subtask's execution attempt.
+
+        Returns:
+            The next split for the subtask (none when its splits are exhausted or, for an
+            unbounded source, none yet).
+
         Raises:
-            KeyError: If ``attempt_id`` is not a running Execution of this job.
+            ExecutionGraphError: If ``attempt_id`` is not a running Execution of this job (an
+                attempt from before a restart, one that ended, or none of this job) or not a
+                subtask of the source vertex ``vertex_id``.
+            PipelineError: If the source's SplitEnumerator fails; its error is the cause.
         """
         self._main_thread.assert_running_in_main_thread()
+        job_id = self.job_graph.job_id
         execution = self.graph.execution(attempt_id)
-        if execution is None or execution.state.is_terminal:
-            raise KeyError(f"no running execution {attempt_id} in job {self.job_graph.job_id}")
+        if execution is None:
+            raise ExecutionGraphError(job_id, attempt_id, "not an execution of the job's run")
+        if execution.state.is_terminal:
+            raise ExecutionGraphError(job_id, attempt_id, f"it ended {execution.state.name}")
         vertex = execution.vertex
-        return self._sources[vertex_id].next_split(
-            vertex.subtask_index, vertex.job_vertex.parallelism
-        )
+        source = self._sources.get(vertex_id)
+        if source is None or vertex.job_vertex.vertex_id != vertex_id:
+            raise ExecutionGraphError(job_id, attempt_id, f"not a subtask of source {vertex_id}")
+        try:
+            return source.next_split(vertex.subtask_index, vertex.job_vertex.parallelism)
+        except MillraceError:
+            raise
+        except Exception as error:  # the connector's code: translated here, its error chained
+            raise PipelineError(
+                f"the split enumerator failed: {type(error).__name__}: {error}",
+                vertex.job_vertex.name,
+            ) from error
 
     def _discover_splits(self) -> None:
         """Ask the unbounded sources' enumerators for new splits (I/O), every
