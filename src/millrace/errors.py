@@ -1,23 +1,69 @@
 """The whole public exception tree of Millrace.
 
-Every error raised by Millrace derives from :class:`MillraceError`. Errors carry structured
-attributes (``job_id``, ``endpoint_id``, ``address``, ``key``) so callers can react without
-parsing messages, and their message names the object involved and, where there is one, the fix.
+Every error Millrace raises on purpose derives from :class:`MillraceError`, and every class of
+it is defined here, so that the TCP transport can rebuild any of them at a caller
+(``rpc/tcp/remote_errors.py`` rebuilds builtin exceptions and the classes of this module, and
+nothing else). Errors carry structured attributes (``job_id``, ``endpoint_id``, ``address``,
+``key``) so callers can react without parsing messages, and their message names the object
+involved and, where there is one, the fix. A gateway method fails its future with one of these,
+never with a builtin exception (a bug excepted); each gateway's docstrings say which.
+
+::
+
+    MillraceError
+    ├── RpcError                          a call could not be completed
+    │   ├── RpcTimeoutError               (also TimeoutError) no answer within the ask timeout
+    │   ├── RecipientUnreachableError     nothing answers at an address
+    │   │   └── EndpointStoppedError      the endpoint stopped before it processed the call
+    │   ├── FencingTokenError             the call carries a stale fencing token
+    │   ├── GatewayMismatchError          (also TypeError) the call does not fit the gateways
+    │   ├── FrameSizeError                a message exceeds rpc.framesize
+    │   ├── CodecError                    a value cannot be encoded, bytes cannot be decoded
+    │   ├── AuthenticationError           a peer failed to prove the cluster secret
+    │   ├── FrameMacError                 a record fails its channel MAC
+    │   ├── ConnectionClosedError         the peer closed the connection
+    │   ├── PartitionNotFoundError        a result partition is not (or no longer) there
+    │   └── RemoteRpcError                a remote error whose class may not be rebuilt here
+    ├── IllegalThreadError                (also RuntimeError) main-thread code on another thread
+    ├── CheckpointError                   a checkpoint cannot be taken, completed or restored
+    │   └── CheckpointDeclinedError       a task declines a checkpoint
+    ├── SlotAllocationError               slots cannot be allocated
+    ├── JobSubmissionError                a job is rejected, or a call names an unknown job
+    ├── JobExecutionError                 a job ended FAILED
+    │   └── JobCancelledError             a job ended CANCELED
+    ├── ExecutionGraphError               a call names an execution the job does not run
+    ├── TaskCancelledError                inside a task whose cancellation was requested
+    ├── IllegalExecutionStateTransitionError
+    ├── IllegalJobStatusTransitionError
+    ├── PipelineError                     the user's pipeline failed in Spark or is invalid
+    │   └── UserCodeError                 user code cannot be (de)serialized
+    └── ConfigError                       (also ValueError) an invalid configuration value
+
+A heartbeat timeout is not an exception: the failure detector tells its listener
+(``notify_heartbeat_timeout``), which fails the lost TaskManager's Executions with a cause that
+names the timeout; callers see it as the job's failure cause (``JobExecutionError``) or, for
+calls to the lost process, as ``RecipientUnreachableError`` / ``RpcTimeoutError``.
 
 Foreign errors are translated at one boundary each: Spark's errors become :class:`PipelineError`
-in ``millrace.spark`` alone.
+in ``millrace.spark`` alone; a source's SplitEnumerator failing a split request becomes
+:class:`PipelineError` at the Scheduler.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
     "CheckpointDeclinedError",
     "CheckpointError",
+    "CodecError",
     "ConfigError",
+    "ConnectionClosedError",
     "EndpointStoppedError",
+    "ExecutionGraphError",
     "FencingTokenError",
+    "FrameMacError",
     "FrameSizeError",
-    "HeartbeatTimeoutError",
+    "GatewayMismatchError",
     "IllegalExecutionStateTransitionError",
     "IllegalJobStatusTransitionError",
     "IllegalThreadError",
@@ -25,12 +71,22 @@ __all__ = [
     "JobExecutionError",
     "JobSubmissionError",
     "MillraceError",
+    "PartitionNotFoundError",
     "PipelineError",
     "RecipientUnreachableError",
+    "RemoteRpcError",
     "RpcError",
     "RpcTimeoutError",
     "SlotAllocationError",
+    "TaskCancelledError",
+    "UserCodeError",
+    "describe",
 ]
+
+
+def describe(error: BaseException | None) -> str:
+    """``"TypeName: message"`` of ``error``: how a cause is quoted in a failure message."""
+    return f"{type(error).__name__}: {error}"
 
 
 class MillraceError(Exception):
@@ -61,10 +117,11 @@ class RpcTimeoutError(RpcError, TimeoutError):
 
 
 class RecipientUnreachableError(RpcError):
-    """No endpoint answers at an address (lookup failed or endpoint stopped).
+    """No endpoint answers at an address (lookup failed, connection lost or endpoint stopped).
 
     Attributes:
         address: The address that could not be reached.
+        reason: Why, e.g. ``no endpoint registered within rpc.lookup-timeout (10 s)``.
     """
 
     def __init__(self, address: str, reason: str) -> None:
@@ -113,8 +170,81 @@ class FrameSizeError(RpcError):
         )
 
 
+class GatewayMismatchError(RpcError, TypeError):
+    """A call or lookup does not fit the target endpoint's declared gateways: the endpoint
+    does not serve a method of the caller's gateway, or the call's arguments do not fit the
+    method's signature (a peer of another version, or a bug). Nothing was executed.
+
+    Also a ``TypeError``, which it replaces at gateways.
+
+    Attributes:
+        endpoint_id: The endpoint called or looked up ("" if unknown).
+        method: The method called ("" for a lookup).
+        reason: What does not fit, in Python's words where there are some.
+    """
+
+    def __init__(self, reason: str, endpoint_id: str = "", method: str = "") -> None:
+        self.reason = reason
+        self.endpoint_id = endpoint_id
+        self.method = method
+        super().__init__(reason)
+
+
+class CodecError(RpcError):
+    """A value cannot be encoded, or bytes do not decode to a valid registered message
+    (``rpc/message_codec.py``): an argument or result of a type the codec does not know, or
+    a malformed or hostile frame."""
+
+
+class AuthenticationError(RpcError):
+    """A peer failed to prove the cluster secret; the connection was closed."""
+
+
+class FrameMacError(RpcError):
+    """An incoming record's MAC does not match (altered, replayed or injected), or the frames
+    inside an authentic record are malformed; the connection is closed."""
+
+
+class ConnectionClosedError(RpcError):
+    """The peer closed the connection (cleanly between frames, or in the middle of one)."""
+
+
+class PartitionNotFoundError(RpcError):
+    """A consumer asked for a result partition (or a subpartition of it) that its producer's
+    TaskExecutor does not hold (Flink's PartitionNotFoundException).
+
+    Attributes:
+        partition_id: The partition asked for.
+        reason: Why it is not there.
+    """
+
+    def __init__(self, partition_id: str, reason: str = "released or never made") -> None:
+        self.partition_id = partition_id
+        self.reason = reason
+        super().__init__(f"result partition {partition_id} not found: {reason}")
+
+
+class RemoteRpcError(RpcError):
+    """An error raised by a remote endpoint whose class may not be rebuilt here.
+
+    Attributes:
+        remote_type: Qualified name of the remote exception class.
+        remote_message: Its message.
+    """
+
+    def __init__(self, remote_type: str, remote_message: str) -> None:
+        self.remote_type = remote_type
+        self.remote_message = remote_message
+        super().__init__(f"{remote_type}: {remote_message}")
+
+
 class IllegalThreadError(MillraceError, RuntimeError):
-    """Code that must run on an endpoint's main thread ran on another thread."""
+    """Code that must run on an endpoint's main thread ran on another thread (a bug).
+
+    Attributes:
+        endpoint_id: The endpoint whose main thread it must run on.
+        thread_name: The thread it ran on.
+    """
 
     def __init__(self, endpoint_id: str, thread_name: str) -> None:
         self.endpoint_id = endpoint_id
@@ -123,14 +253,6 @@ class IllegalThreadError(MillraceError, RuntimeError):
             f"{endpoint_id}: this method must run in the endpoint's main thread, "
             f"but ran in thread {thread_name!r}; use run_async/call_async"
         )
-
-
-class HeartbeatTimeoutError(MillraceError):
-    """A heartbeat target was declared dead by the failure detector."""
-
-    def __init__(self, resource_id: str, reason: str) -> None:
-        self.resource_id = resource_id
-        super().__init__(f"heartbeat of {resource_id} timed out: {reason}")
 
 
 class CheckpointError(MillraceError):
@@ -155,7 +277,12 @@ class CheckpointDeclinedError(CheckpointError):
 
 
 class SlotAllocationError(MillraceError):
-    """Slots for a job could not be allocated."""
+    """Slots for a job could not be allocated: none in time, or a slot that does not exist
+    or is held by another allocation.
+
+    Attributes:
+        job_id: The job, if known.
+    """
 
     def __init__(self, message: str, job_id: str | None = None) -> None:
         self.job_id = job_id
@@ -163,7 +290,13 @@ class SlotAllocationError(MillraceError):
 
 
 class JobSubmissionError(MillraceError):
-    """A job was rejected at submission (duplicate id, invalid JobGraph, ...)."""
+    """A job was rejected at submission (duplicate id, invalid JobGraph or configuration, a
+    JobMaster that cannot start), or a call names a job the Dispatcher does not know (or that
+    no longer runs).
+
+    Attributes:
+        job_id: The job, if known.
+    """
 
     def __init__(self, message: str, job_id: str | None = None) -> None:
         self.job_id = job_id
@@ -191,8 +324,46 @@ class JobCancelledError(JobExecutionError):
         super().__init__(job_id, "the job was cancelled")
 
 
+class ExecutionGraphError(MillraceError):
+    """A call names an execution attempt the job's ExecutionGraph does not run (Flink's
+    ExecutionGraphException): an attempt of a former run of the job (before a restart), one
+    that already ended, or one that never existed.
+
+    Attributes:
+        job_id: The job.
+        attempt_id: The execution attempt named by the call.
+        reason: Why it cannot be served.
+    """
+
+    def __init__(self, job_id: str, attempt_id: str, reason: str) -> None:
+        self.job_id = job_id
+        self.attempt_id = attempt_id
+        self.reason = reason
+        super().__init__(f"execution attempt {attempt_id} of job {job_id}: {reason}")
+
+
+class TaskCancelledError(MillraceError):
+    """Raised inside a task whose cancellation was requested (Flink's CancelTaskException);
+    the task then reports CANCELED. A task is cancelled when its job is cancelled, fails or
+    restarts, so this is not a :class:`JobCancelledError`.
+
+    Attributes:
+        task_name: The task, e.g. ``Source (1/2)``.
+    """
+
+    def __init__(self, task_name: str) -> None:
+        self.task_name = task_name
+        super().__init__(f"task {task_name} was cancelled")
+
+
 class IllegalExecutionStateTransitionError(MillraceError):
-    """An Execution was asked to move between ExecutionStates the state machine forbids."""
+    """An Execution was asked to move between ExecutionStates the state machine forbids.
+
+    Attributes:
+        execution: The Execution, e.g. ``Source (1/2)``.
+        current: Its ExecutionState.
+        target: The state it was asked to move to.
+    """
 
     def __init__(self, execution: str, current: object, target: object) -> None:
         self.execution = execution
@@ -230,6 +401,10 @@ class PipelineError(MillraceError):
         super().__init__(f"{vertex}: {message}" if vertex else message)
 
 
+class UserCodeError(PipelineError):
+    """User code cannot be serialized or deserialized (e.g. it captures a SparkSession)."""
+
+
 class ConfigError(MillraceError, ValueError):
     """A configuration value is invalid; raised at start.
 
@@ -244,29 +419,3 @@ class ConfigError(MillraceError, ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"invalid configuration {key}={value!r}: expected {allowed}")
-
-
-class PartitionNotFoundError(RpcError):
-    """A consumer asked for a result partition its producer's TaskExecutor does not hold."""
-
-    def __init__(self, partition_id: str) -> None:
-        self.partition_id = partition_id
-        super().__init__(f"result partition {partition_id} not found (released or never made)")
-
-
-class RemoteRpcError(RpcError):
-    """An error raised by a remote endpoint whose class may not be rebuilt here.
-
-    Attributes:
-        remote_type: Qualified name of the remote exception class.
-        remote_message: Its message.
-    """
-
-    def __init__(self, remote_type: str, remote_message: str) -> None:
-        self.remote_type = remote_type
-        self.remote_message = remote_message
-        super().__init__(f"{remote_type}: {remote_message}")
-
-
-class AuthenticationError(RpcError):
-    """A peer failed to prove the cluster secret; the connection was closed."""

@@ -14,9 +14,8 @@ from millrace.api.operators import (
     WindowAggregateOperator,
     WindowAssignOperator,
 )
-from millrace.errors import PipelineError
+from millrace.errors import PipelineError, UserCodeError
 from millrace.runtime.jobgraph import DistributionPattern, OperatorKind
-from millrace.runtime.jobgraph.user_code import UserCodeError
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

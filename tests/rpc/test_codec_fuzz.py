@@ -12,9 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from millrace.errors import FrameSizeError, MillraceError
-from millrace.rpc.message_codec import CodecError
-from millrace.rpc.tcp.channel_mac import ChannelMac, FrameMacError
+from millrace.errors import CodecError, FrameMacError, FrameSizeError, MillraceError
+from millrace.rpc.tcp.channel_mac import ChannelMac
 from millrace.rpc.tcp.framing import FrameDecoder, encode_frame
 from millrace.rpc.tcp.handshake import ChannelKeys
 from millrace.runtime.control_messages import control_message_codec

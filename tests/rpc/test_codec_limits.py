@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import msgpack
 import pytest
 
-from millrace.rpc.message_codec import CodecError, MessageCodec
+from millrace.errors import CodecError
+from millrace.rpc.message_codec import MessageCodec
 from tests.integration.helpers import ROOT
 
 WAIT = 120.0  # seconds a child Python gets to import and decode

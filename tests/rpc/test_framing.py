@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from millrace.errors import FrameSizeError
-from millrace.rpc.tcp.framing import ConnectionClosedError, FrameDecoder, encode_frame
+from millrace.errors import ConnectionClosedError, FrameSizeError
+from millrace.rpc.tcp.framing import FrameDecoder, encode_frame
 
 
 def feed_in_chunks(data: bytes, chunk: int, limit: int = 1024) -> tuple[list[bytes], FrameDecoder]:

@@ -11,7 +11,7 @@ import pytest
 
 from millrace.clock import ManualClock
 from millrace.config import Configuration
-from millrace.errors import RecipientUnreachableError
+from millrace.errors import GatewayMismatchError, RecipientUnreachableError
 from millrace.rpc import LocalRpcService, RpcEndpoint, RpcGateway, RpcService
 
 WAIT = 10.0
@@ -95,7 +95,7 @@ def test_duplicate_endpoint_id_is_rejected(rpc_service: RpcService) -> None:
 def test_endpoint_must_implement_the_requested_gateway(rpc_service: RpcService) -> None:
     endpoint = EchoEndpoint(rpc_service, "echo")
     endpoint.start()
-    with pytest.raises(TypeError):
+    with pytest.raises(GatewayMismatchError):
         rpc_service.connect(endpoint.address, OtherGateway).result(timeout=WAIT)
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import msgpack
 import pytest
 
-from millrace.rpc.message_codec import CodecError, MessageCodec
+from millrace.errors import CodecError
+from millrace.rpc.message_codec import MessageCodec
 
 
 class Color(enum.Enum):

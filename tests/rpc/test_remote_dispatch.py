@@ -10,6 +10,7 @@ from typing import Protocol
 import pytest
 
 from millrace.config import Configuration
+from millrace.errors import GatewayMismatchError
 from millrace.rpc import RpcEndpoint, RpcGateway
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
 from millrace.rpc.tcp.transport_security import TransportSecurity
@@ -86,7 +87,7 @@ def setup() -> Iterator[tuple[TcpRpcService, Counter, list[BaseException]]]:
 def test_a_peer_cannot_reach_public_methods_outside_the_gateways(setup) -> None:
     client, counter, fatal = setup
     for gateway_type in (CloserGateway, ResetGateway):
-        with pytest.raises(TypeError, match="does not serve"):
+        with pytest.raises(GatewayMismatchError, match="does not serve"):
             client.connect(counter.address, gateway_type).result(WAIT)
     gateway = client.connect(counter.address, CounterGateway).result(WAIT)
     gateway.add(2)
@@ -106,8 +107,10 @@ def test_tells_of_another_version_are_refused_and_logged_never_fatal(setup, capl
 def test_asks_of_another_version_fail_with_type_error_at_the_caller(setup) -> None:
     client, counter, fatal = setup
     other = client.connect(counter.address, CounterGatewayV2).result(WAIT)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'unit'"):
+    with pytest.raises(GatewayMismatchError, match="unexpected keyword argument 'unit'") as info:
         other.scaled(2, unit="cm").result(WAIT)
+    assert isinstance(info.value, TypeError)  # what it replaces
+    assert (info.value.endpoint_id, info.value.method) == ("counter", "scaled")
     assert other.scaled(2, offset=1).result(WAIT) == 1
     assert fatal == []
 
@@ -126,17 +129,17 @@ def test_raw_calls_outside_the_gateways_are_answered_and_the_connection_stays(se
     with RawPeer(int(counter.address.split(":")[2].split("/")[0])) as peer:
         peer.handshake(SECRET)
         number = peer.lookup("counter", ["total"])
-        for call_id, target, method, args in [
-            (10, number + 1, "total", []),  # an endpoint number never looked up
-            (11, number, "reset", []),  # public, in no gateway
-            (12, number, "close_async", []),
-            (13, number, "add", [1, 2, 3]),  # arity
-            (14, number, "_rpc_server", []),
+        for call_id, target, method, args, refusal in [
+            (10, number + 1, "total", [], "RecipientUnreachableError"),  # never looked up
+            (11, number, "reset", [], "GatewayMismatchError"),  # public, in no gateway
+            (12, number, "close_async", [], "GatewayMismatchError"),
+            (13, number, "add", [1, 2, 3], "GatewayMismatchError"),  # arity
+            (14, number, "_rpc_server", [], "GatewayMismatchError"),
         ]:
             peer.send([CALL, call_id, target, method, args, {}, None])
             reply = peer.receive()
             assert reply[:3] == [REPLY, call_id, False], reply
-            assert reply[3][1] in ("RecipientUnreachableError", "TypeError"), reply
+            assert reply[3][:2] == ["millrace.errors", refusal], reply
         peer.send([CALL, 15, number, "total", [], {}, None])
         assert peer.receive() == [REPLY, 15, True, 0]
     assert fatal == [] and not counter.get_termination_future().done()

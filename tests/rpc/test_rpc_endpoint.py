@@ -11,7 +11,12 @@ from typing import Protocol
 import pytest
 
 from millrace.clock import ManualClock
-from millrace.errors import EndpointStoppedError, IllegalThreadError, RpcTimeoutError
+from millrace.errors import (
+    EndpointStoppedError,
+    GatewayMismatchError,
+    IllegalThreadError,
+    RpcTimeoutError,
+)
 from millrace.rpc import GatewayProxy, RpcEndpoint, RpcGateway, RpcService
 
 WAIT = 10.0  # seconds a test waits on a real event before it fails
@@ -35,6 +40,8 @@ class RecordingGateway(RpcGateway, Protocol):
     def fail_tell(self, message: str) -> None: ...
 
     def hang(self) -> Future[int]: ...
+
+    def add(self, amount: int) -> Future[int]: ...
 
 
 class RecordingEndpoint(RpcEndpoint, RecordingGateway):
@@ -77,6 +84,10 @@ class RecordingEndpoint(RpcEndpoint, RecordingGateway):
 
     def hang(self) -> Future[int]:
         return Future()
+
+    def add(self, amount: int) -> Future[int]:
+        self.counter += amount
+        return completed(self.counter)  # type: ignore[return-value]
 
 
 def sync(endpoint: RpcEndpoint) -> None:
@@ -214,6 +225,30 @@ def test_exception_in_ask_fails_only_that_future(
         gateway.fail_ask("boom").result(timeout=WAIT)
     assert gateway.increment().result(timeout=WAIT) == 1
     assert endpoint.fatal_errors == []
+
+
+class OtherVersionGateway(RpcGateway, Protocol):
+    """RecordingGateway as a caller of another version sees it: ``echo`` takes two values."""
+
+    def echo(self, value: object, other: object) -> Future[object]: ...
+
+
+def test_an_ask_whose_arguments_do_not_bind_fails_with_gateway_mismatch_error(
+    rpc_service: RpcService, endpoint: RecordingEndpoint
+) -> None:
+    other = rpc_service.connect(endpoint.address, OtherVersionGateway).result(timeout=WAIT)
+    with pytest.raises(GatewayMismatchError, match="echo") as info:
+        other.echo(1, 2).result(timeout=WAIT)
+    assert (info.value.endpoint_id, info.value.method) == ("recorder", "echo")
+    assert endpoint.fatal_errors == []
+
+
+def test_a_type_error_raised_inside_a_method_stays_a_type_error(
+    endpoint: RecordingEndpoint, gateway: RecordingGateway
+) -> None:
+    with pytest.raises(TypeError) as info:
+        gateway.add("one").result(timeout=WAIT)  # type: ignore[arg-type]  # bound; += fails
+    assert type(info.value) is TypeError
 
 
 def test_exception_in_tell_goes_to_on_fatal_error_and_loop_continues(

@@ -21,6 +21,7 @@ import pytest
 from millrace.api.connector.source import Boundedness, SourceReaderContext
 from millrace.api.operators import SinkOperator, SourceOperator
 from millrace.config import Configuration
+from millrace.errors import TaskCancelledError
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
@@ -32,7 +33,7 @@ from millrace.runtime.io.partition_events import (
     WatermarkStatus,
 )
 from millrace.runtime.jobgraph import OperatorKind, SerializedOperator
-from millrace.runtime.taskexecutor.task_environment import TaskCancelledError, TaskEnvironment
+from millrace.runtime.taskexecutor.task_environment import TaskEnvironment
 from millrace.spark.source_stream_task import SourceStreamTask
 from millrace.types import (
     Address,

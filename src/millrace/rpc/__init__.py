@@ -2,9 +2,13 @@
 
 An :class:`RpcEndpoint` owns its state and one main thread that processes its mailbox in FIFO
 order; other components talk to it through a typed :class:`RpcGateway` obtained from an
-:class:`RpcService` (``connect``). :class:`LocalRpcService` is the in-process transport.
+:class:`RpcService` (``connect``). Two transports implement RpcService, each composing one
+:class:`EndpointRegistry` (the hosted endpoints, lookups and their timeout, the fatal error
+handler): :class:`LocalRpcService` in-process, and ``millrace.rpc.tcp.TcpRpcService`` between
+processes.
 """
 
+from millrace.rpc.endpoint_registry import EndpointRegistry
 from millrace.rpc.fenced_rpc_endpoint import FencedRpcEndpoint
 from millrace.rpc.gateway_proxy import (
     AskTimeoutScheduler,
@@ -24,6 +28,7 @@ from millrace.rpc.scheduled_run import ScheduledRun
 
 __all__ = [
     "AskTimeoutScheduler",
+    "EndpointRegistry",
     "FatalErrorHandler",
     "FencedRpcEndpoint",
     "FencedRpcGateway",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from millrace.errors import FencingTokenError
-from millrace.rpc._futures import fail
+from millrace.rpc.future_utils import fail
 from millrace.rpc.rpc_endpoint import RpcEndpoint
 from millrace.rpc.rpc_invocation import RpcInvocation
 

@@ -2,55 +2,35 @@
 
 Gateway calls are handed to the target endpoint's mailbox by reference: no serialization, no
 copying, so arguments must not be mutated after a call. Addresses are
-``local://<service name>/<endpoint id>``.
+``local://<service name>/<endpoint id>``. Hosting, lookups and their timeout are the
+:class:`~millrace.rpc.endpoint_registry.EndpointRegistry`'s; this class turns a resolved lookup
+into a gateway proxy that enqueues straight into the endpoint's mailbox.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from millrace.clock import Clock, SystemClock
 from millrace.config import Configuration, RpcOptions
-from millrace.errors import RecipientUnreachableError
-from millrace.rpc._futures import all_of, complete, fail, transfer
+from millrace.errors import GatewayMismatchError, RecipientUnreachableError
+from millrace.rpc.endpoint_registry import EndpointRegistry
+from millrace.rpc.future_utils import complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
 from millrace.rpc.rpc_gateway import GatewayType, RpcGateway
 from millrace.rpc.rpc_service import FatalErrorHandler
-from millrace.rpc.rpc_timer import RpcTimer, TimerHandle
+from millrace.rpc.rpc_timer import RpcTimer
 
 if TYPE_CHECKING:
     from millrace.rpc.rpc_endpoint import RpcEndpoint
 
 __all__ = ["LocalRpcService"]
 
-logger = logging.getLogger(__name__)
-
 G = TypeVar("G", bound=RpcGateway)
 
 SCHEME = "local"
-
-
-class _PendingLookup:
-    """A connect (or, with no gateway type, a TcpRpcService's remote lookup) waiting for its
-    endpoint to register."""
-
-    __slots__ = ("address", "fencing_token", "future", "gateway_type", "timer")
-
-    def __init__(
-        self,
-        address: str,
-        gateway_type: GatewayType[RpcGateway] | None,
-        fencing_token: object | None,
-        future: Future[Any],
-    ) -> None:
-        self.address = address
-        self.gateway_type = gateway_type
-        self.fencing_token = fencing_token
-        self.future = future
-        self.timer: TimerHandle | None = None
 
 
 class LocalRpcService:
@@ -83,12 +63,9 @@ class LocalRpcService:
         self._prefix = f"{SCHEME}://{name}/"
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._ask_timeout = conf.get(RpcOptions.ASK_TIMEOUT)
-        self._lookup_timeout = conf.get(RpcOptions.LOOKUP_TIMEOUT)
         self._timer = RpcTimer(self._clock, f"{name}-rpc-timer")
-        self._lock = threading.Lock()
-        self._endpoints: dict[str, RpcEndpoint] = {}
-        self._lookups: dict[str, list[_PendingLookup]] = {}
-        self._fatal_error_handler: FatalErrorHandler | None = None
+        self._registry = EndpointRegistry(name, self._timer, conf.get(RpcOptions.LOOKUP_TIMEOUT))
+        self._close_lock = threading.Lock()
         self._close_future: Future[None] | None = None
 
     @property
@@ -109,7 +86,7 @@ class LocalRpcService:
     @property
     def lookup_timeout(self) -> float:
         """Seconds ``connect`` waits for an endpoint to register."""
-        return self._lookup_timeout
+        return self._registry.lookup_timeout
 
     def address_of(self, endpoint_id: str) -> str:
         """``local://<name>/<endpoint_id>``."""
@@ -122,28 +99,11 @@ class LocalRpcService:
             ValueError: If an endpoint with the same id is registered.
             RuntimeError: If the service is closed.
         """
-        endpoint_id = endpoint.endpoint_id
-        with self._lock:
-            if self._close_future is not None:
-                raise RuntimeError(
-                    f"RpcService {self._name} is closed; cannot start endpoint {endpoint_id}"
-                )
-            if endpoint_id in self._endpoints:
-                raise ValueError(
-                    f"RpcService {self._name} already hosts an endpoint with id {endpoint_id!r}"
-                )
-            self._endpoints[endpoint_id] = endpoint
-            waiting = self._lookups.pop(endpoint_id, [])
-        for lookup in waiting:
-            if lookup.timer is not None:
-                lookup.timer.cancel()
-            self._resolve(lookup, endpoint)
+        self._registry.register(endpoint)
 
     def stop_server(self, endpoint: RpcEndpoint) -> None:
         """Unregister ``endpoint`` (no effect if another endpoint now holds its id)."""
-        with self._lock:
-            if self._endpoints.get(endpoint.endpoint_id) is endpoint:
-                del self._endpoints[endpoint.endpoint_id]
+        self._registry.unregister(endpoint)
 
     def connect(
         self, address: str, gateway_type: GatewayType[G], fencing_token: object | None = None
@@ -159,8 +119,9 @@ class LocalRpcService:
             Future completed with the gateway proxy.
 
         Raises:
-            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly), or via
-                the future if the endpoint lacks one of its methods.
+            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly).
+            GatewayMismatchError: via the future, if the endpoint lacks one of the gateway's
+                methods.
             RecipientUnreachableError: via the future, if the address belongs to another scheme
                 or service, the service is closed, or no endpoint registers within the lookup
                 timeout.
@@ -176,27 +137,48 @@ class LocalRpcService:
                 ),
             )
             return future
-        self._add_lookup(endpoint_id, _PendingLookup(address, gateway_type, fencing_token, future))
+        self._registry.lookup(endpoint_id, address).add_done_callback(
+            lambda found: self._connected(found, address, gateway_type, fencing_token, future)
+        )
         return future
 
-    def _add_lookup(self, endpoint_id: str, lookup: _PendingLookup) -> None:
-        """Resolve ``lookup`` now if the endpoint is hosted, else when it starts or fail it
-        after the lookup timeout (or at once if the service is closed)."""
-        with self._lock:
-            endpoint = self._endpoints.get(endpoint_id)
-            closed = self._close_future is not None
-            if endpoint is None and not closed:
-                self._lookups.setdefault(endpoint_id, []).append(lookup)
-                lookup.timer = self._timer.schedule(
-                    self._lookup_timeout, lambda: self._expire_lookup(endpoint_id, lookup)
-                )
-        if closed:
+    def _connected(
+        self,
+        found: Future[RpcEndpoint],
+        address: str,
+        gateway_type: GatewayType[G],
+        fencing_token: object | None,
+        future: Future[G],
+    ) -> None:
+        """The lookup of ``address`` is done: complete ``future`` with a proxy, or fail it."""
+        error = found.exception()
+        if error is not None:
+            fail(future, error)
+            return
+        endpoint = found.result()
+        missing = [
+            n for n in gateway_methods(gateway_type) if not callable(getattr(endpoint, n, None))
+        ]
+        if missing:
             fail(
-                lookup.future,
-                RecipientUnreachableError(lookup.address, f"RpcService {self._name} is closed"),
+                future,
+                GatewayMismatchError(
+                    f"endpoint at {address} ({type(endpoint).__name__}) does not implement "
+                    f"{', '.join(missing)} of {gateway_type.__name__}",
+                    endpoint.endpoint_id,
+                ),
             )
-        elif endpoint is not None:
-            self._resolve(lookup, endpoint)
+            return
+        proxy = create_gateway_proxy(
+            gateway_type,
+            address=address,
+            endpoint_id=endpoint.endpoint_id,
+            send=endpoint.rpc_server.enqueue,
+            schedule_ask_timeout=self._timer.schedule_ask_timeout,
+            ask_timeout=self._ask_timeout,
+            fencing_token=fencing_token,
+        )
+        complete(future, proxy)
 
     def schedule_ask_timeout(
         self, future: Future[Any], endpoint_id: str, method: str, timeout: float
@@ -206,7 +188,7 @@ class LocalRpcService:
 
     def set_fatal_error_handler(self, handler: FatalErrorHandler | None) -> None:
         """Install (or with None, remove) the callback for endpoints' unexpected errors."""
-        self._fatal_error_handler = handler
+        self._registry.set_fatal_error_handler(handler)
 
     def handle_fatal_error(self, endpoint: RpcEndpoint, error: BaseException) -> None:
         """Call the fatal error handler, if set; its own errors are logged.
@@ -214,13 +196,7 @@ class LocalRpcService:
         Threading:
             Called on the endpoint's main thread.
         """
-        handler = self._fatal_error_handler
-        if handler is None:
-            return
-        try:
-            handler(endpoint, error)
-        except Exception:
-            logger.exception("fatal error handler of RpcService %s raised", self._name)
+        self._registry.handle_fatal_error(endpoint, error)
 
     def close_async(self) -> Future[None]:
         """Close every hosted endpoint, fail pending connects, then stop the timer thread.
@@ -229,68 +205,18 @@ class LocalRpcService:
             Future completed once all endpoints terminated (failed with the first termination
             error, if any). Idempotent.
         """
-        with self._lock:
+        with self._close_lock:
             if self._close_future is not None:
                 return self._close_future
             close_future: Future[None] = Future()
             self._close_future = close_future
-            endpoints = list(self._endpoints.values())
-            lookups = [lookup for pending in self._lookups.values() for lookup in pending]
-            self._lookups.clear()
-        for lookup in lookups:
-            fail(
-                lookup.future,
-                RecipientUnreachableError(lookup.address, f"RpcService {self._name} closed"),
-            )
-        terminations = all_of([endpoint.close_async() for endpoint in endpoints])
 
-        def finish(done: Future[None]) -> None:
+        def finish(terminated: Future[None]) -> None:
             self._timer.close()
-            transfer(done, close_future)
+            transfer(terminated, close_future)
 
-        terminations.add_done_callback(finish)
+        self._registry.close().add_done_callback(finish)
         return close_future
-
-    def _resolve(self, lookup: _PendingLookup, endpoint: RpcEndpoint) -> None:
-        gateway_type = lookup.gateway_type
-        assert gateway_type is not None, "only TcpRpcService adds lookups without a gateway"
-        methods = gateway_methods(gateway_type)
-        missing = [name for name in methods if not callable(getattr(endpoint, name, None))]
-        if missing:
-            fail(
-                lookup.future,
-                TypeError(
-                    f"endpoint at {lookup.address} ({type(endpoint).__name__}) does not implement "
-                    f"{', '.join(missing)} of {gateway_type.__name__}"
-                ),
-            )
-            return
-        proxy = create_gateway_proxy(
-            gateway_type,
-            address=lookup.address,
-            endpoint_id=endpoint.endpoint_id,
-            send=endpoint.rpc_server.enqueue,
-            schedule_ask_timeout=self._timer.schedule_ask_timeout,
-            ask_timeout=self._ask_timeout,
-            fencing_token=lookup.fencing_token,
-        )
-        complete(lookup.future, proxy)
-
-    def _expire_lookup(self, endpoint_id: str, lookup: _PendingLookup) -> None:
-        with self._lock:
-            pending = self._lookups.get(endpoint_id, [])
-            if lookup not in pending:
-                return
-            pending.remove(lookup)
-            if not pending:
-                del self._lookups[endpoint_id]
-        fail(
-            lookup.future,
-            RecipientUnreachableError(
-                lookup.address,
-                f"no endpoint registered within rpc.lookup-timeout ({self._lookup_timeout:g} s)",
-            ),
-        )
 
     def __repr__(self) -> str:
         return f"LocalRpcService({self._name!r})"

@@ -31,18 +31,14 @@ from typing import Any
 
 import msgpack
 
-from millrace.errors import RpcError
+from millrace.errors import CodecError
 
-__all__ = ["MAX_MESSAGE_DEPTH", "CodecError", "MessageCodec"]
+__all__ = ["MAX_MESSAGE_DEPTH", "MessageCodec"]
 
 _OBJECT = 1  # msgpack extension code of a registered dataclass
 _ENUM = 2  # msgpack extension code of a registered enum member
 MAX_MESSAGE_DEPTH = 16  # registered messages nested in one another, at most
 _POOLED_BODY_BYTES = 64 * 1024  # larger bodies get a one-off Unpacker (no buffer kept)
-
-
-class CodecError(RpcError):
-    """A value cannot be encoded, or bytes do not decode to a valid registered message."""
 
 
 class MessageCodec:

@@ -8,6 +8,18 @@ other components may invoke on an endpoint. The return annotation decides how a 
   ask timeout. A parameter named ``timeout`` (float seconds) overrides ``rpc.ask-timeout``.
 * ``-> None`` is a *tell*: fire-and-forget, no reply and no error reported to the caller.
 
+Failures every call may see, whatever the gateway (all in ``millrace.errors``; no builtin
+exception crosses a gateway): ``RpcTimeoutError`` (no answer within the ask timeout),
+``RecipientUnreachableError`` (the endpoint cannot be reached; ``EndpointStoppedError`` once it
+has stopped), ``FencingTokenError`` (a fenced endpoint, a stale token),
+``GatewayMismatchError`` (the call does not fit the endpoint's gateways: a method it does not
+serve, arguments that do not bind; also a ``TypeError``), and over TCP ``FrameSizeError`` (a
+message above ``rpc.framesize``) and ``CodecError`` (a value the codec cannot carry). What else
+a method fails with, each gateway's docstrings say; the TCP transport rebuilds every one of
+them as its own class at the caller. An endpoint's bug (an unexpected exception in a method)
+reaches the caller as it was raised, or as ``RemoteRpcError`` over TCP if its class is not a
+builtin one.
+
 Example::
 
     class JobMasterGateway(FencedRpcGateway, Protocol):

@@ -19,8 +19,8 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from millrace.clock import is_listenable
-from millrace.errors import EndpointStoppedError
-from millrace.rpc._futures import complete, fail, transfer
+from millrace.errors import EndpointStoppedError, GatewayMismatchError
+from millrace.rpc.future_utils import complete, fail, transfer
 from millrace.rpc.rpc_invocation import RpcInvocation
 from millrace.rpc.scheduled_run import ScheduledRun
 
@@ -242,6 +242,8 @@ class RpcServer:
                 method = self._resolve(invocation.method_name)
             result = method(*invocation.args, **invocation.kwargs)
         except Exception as exc:
+            if type(exc) is TypeError and _raised_by_the_call(exc):
+                exc = GatewayMismatchError(str(exc), self._endpoint_id, invocation.method_name)
             if reply is not None:
                 fail(reply, exc)
             elif invocation.origin is None:
@@ -261,9 +263,11 @@ class RpcServer:
     def _resolve(self, name: str) -> Callable[..., Any]:
         method = None if name.startswith("_") else getattr(self._endpoint, name, None)
         if not callable(method):
-            raise AttributeError(
+            raise GatewayMismatchError(
                 f"RPC endpoint {self._endpoint_id} has no RPC method {name!r}; does "
-                f"{type(self._endpoint).__name__} implement the gateway?"
+                f"{type(self._endpoint).__name__} implement the gateway?",
+                self._endpoint_id,
+                name,
             )
         resolved: Callable[..., Any] = method
         self._methods[name] = resolved
@@ -365,3 +369,10 @@ class RpcServer:
                 fail(message.future, self._stopped_error())
             elif cls not in (ScheduledRun, _Control, _StopDone):
                 logger.debug("dropped run_async to terminated RPC endpoint %s", self._endpoint_id)
+
+
+def _raised_by_the_call(error: BaseException) -> bool:
+    """True if ``error`` was raised binding the arguments of the call in whose frame it was
+    caught, before the called method ran a line: its traceback has no further frame."""
+    traceback = error.__traceback__
+    return traceback is not None and traceback.tb_next is None

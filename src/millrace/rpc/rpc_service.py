@@ -2,8 +2,12 @@
 
 Endpoints and their callers only see this Protocol: it makes endpoints connectable
 (``start_server``), hands out gateway proxies (``connect``) and owns the transport's resources.
-An in-process transport (:class:`~millrace.rpc.local_rpc_service.LocalRpcService`) implements it
-today; a network transport can slot in without touching any endpoint.
+Two transports implement it, side by side (neither derives from the other): in-process
+(:class:`~millrace.rpc.local_rpc_service.LocalRpcService`) and TCP
+(:class:`~millrace.rpc.tcp.tcp_rpc_service.TcpRpcService`). Both host their endpoints in an
+:class:`~millrace.rpc.endpoint_registry.EndpointRegistry`, so registration, lookups, the lookup
+timeout and the fatal error handler behave alike; they differ in how a gateway reaches a
+mailbox.
 """
 
 from __future__ import annotations
@@ -83,8 +87,9 @@ class RpcService(Protocol):
         Raises:
             RecipientUnreachableError: via the future, if nothing answers at ``address`` within
                 the lookup timeout.
-            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly), or via
-                the future if the endpoint does not implement it.
+            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly).
+            GatewayMismatchError: via the future, if the endpoint does not implement (or, over
+                TCP, does not serve in its declared gateways) one of its methods.
         """
         ...
 

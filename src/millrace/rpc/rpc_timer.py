@@ -23,7 +23,7 @@ from typing import Any
 
 from millrace.clock import Clock, is_listenable
 from millrace.errors import RpcTimeoutError
-from millrace.rpc._futures import fail
+from millrace.rpc.future_utils import fail
 
 __all__ = ["RpcTimer", "TimerHandle"]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from millrace.runtime.jobgraph.user_code import UserCodeError, register_reducer
+from millrace.errors import UserCodeError
+from millrace.runtime.jobgraph.user_code import register_reducer
 
 __all__ = ["load_column", "reduce_column", "reduce_spark_object"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
 from millrace.config import CheckpointingOptions, ExecutionOptions
-from millrace.errors import CheckpointDeclinedError, PipelineError
+from millrace.errors import CheckpointDeclinedError, PipelineError, TaskCancelledError
 from millrace.runtime.checkpoint.checkpoint_storage import task_state_path
 from millrace.runtime.checkpoint.key_groups import key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
@@ -37,7 +37,6 @@ from millrace.runtime.io.partition_events import (
     DataBundle,
     PartitionEvent,
 )
-from millrace.runtime.taskexecutor.task_environment import TaskCancelledError
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import (
     KEY_GROUP,

@@ -6,7 +6,11 @@ import itertools
 
 import pytest
 
-from millrace.errors import IllegalExecutionStateTransitionError, IllegalJobStatusTransitionError
+from millrace.errors import (
+    ExecutionGraphError,
+    IllegalExecutionStateTransitionError,
+    IllegalJobStatusTransitionError,
+)
 from millrace.runtime.executiongraph import (
     ExecutionGraph,
     ExecutionState,
@@ -148,3 +152,21 @@ def test_all_finished_needs_every_execution_finished() -> None:
     assert not g.all_finished()
     second.transition_to(S.FINISHED)
     assert g.all_finished()
+
+
+def test_running_execution_refuses_attempts_ended_or_of_a_former_run() -> None:
+    g = graph(1, 1)
+    first = g.executions()[0]
+    assert g.running_execution(first.attempt_id) is first
+    first.transition_to(S.FAILED)
+    with pytest.raises(ExecutionGraphError, match="it ended FAILED"):
+        g.running_execution(first.attempt_id)
+    g.reset_for_restart()
+    with pytest.raises(ExecutionGraphError, match="not of the job's run"):
+        g.running_execution(first.attempt_id)
+    assert g.running_execution(g.executions()[0].attempt_id) is g.executions()[0]
+
+
+def test_a_job_given_up_ends_canceled_after_cancelling_else_failed() -> None:
+    assert JobStatus.CANCELLING.ends_as is JobStatus.CANCELED
+    assert {s.ends_as for s in JobStatus if s is not JobStatus.CANCELLING} == {JobStatus.FAILED}

@@ -6,6 +6,7 @@ from concurrent.futures import Future
 
 import pytest
 
+from millrace.errors import PartitionNotFoundError
 from millrace.runtime.deployment import InputChannelDescriptor
 from millrace.runtime.io.input_gate import BARRIER_CHANNEL, InputGate
 from millrace.runtime.io.partition_events import (
@@ -63,6 +64,20 @@ def test_broadcast_reaches_every_subpartition_and_end_finishes() -> None:
 def test_invalid_subpartition_count_is_rejected() -> None:
     with pytest.raises(ValueError):
         partition(0)
+
+
+@pytest.mark.parametrize(
+    ("subpartition", "from_index", "reason"),
+    [(2, 0, "no subpartition 2; it has 2"), (-1, 0, "no subpartition -1"), (0, -1, "no event -1")],
+)
+def test_a_poll_outside_the_partition_fails_with_partition_not_found(
+    subpartition: int, from_index: int, reason: str
+) -> None:
+    p = partition(2)
+    p.add(0, DataBundle("a", 1))  # a negative index would have read it
+    with pytest.raises(PartitionNotFoundError, match=reason) as info:
+        p.poll(subpartition, from_index)
+    assert info.value.partition_id == "p"
 
 
 class Producers:

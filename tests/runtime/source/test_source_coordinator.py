@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from millrace.api.connector.source import Boundedness
 from millrace.connectors.kafka_partitions import partition_split
 from millrace.connectors.kafka_split_enumerator import KafkaSplitEnumerator
+from millrace.errors import PipelineError
 from millrace.runtime.io.input_split import SplitState
 from millrace.runtime.source.source_coordinator import SourceCoordinator
 
@@ -55,3 +58,17 @@ def test_a_split_never_checkpointed_starts_at_its_start_position_else_at_zero() 
 def test_an_unbounded_source_without_a_split_says_more_may_come() -> None:
     assert coordinator().next_split(0, 1).more_expected
     assert not coordinator(Boundedness.BOUNDED).next_split(0, 1).more_expected
+
+
+class BrokenEnumerator(KafkaSplitEnumerator):
+    def next_split(self, subtask_index: int, parallelism: int):
+        raise ValueError("offsets unreadable")
+
+
+def test_a_failing_enumerator_is_a_pipeline_error_naming_the_source_with_its_cause() -> None:
+    source = SourceCoordinator(
+        "kafka", BrokenEnumerator("127.0.0.1:9", "t", False, {}, 1.0), Boundedness.BOUNDED
+    )
+    with pytest.raises(PipelineError, match="kafka: the split enumerator failed: ValueError") as e:
+        source.next_split(0, 1)
+    assert isinstance(e.value.__cause__, ValueError)

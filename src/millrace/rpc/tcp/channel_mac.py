@@ -30,11 +30,11 @@ import hashlib
 import hmac
 import struct
 
-from millrace.errors import RpcError
+from millrace.errors import FrameMacError
 from millrace.rpc.tcp.framing import HEADER_BYTES
 from millrace.rpc.tcp.handshake import ChannelKeys
 
-__all__ = ["TAG_BYTES", "ChannelMac", "FrameMacError"]
+__all__ = ["TAG_BYTES", "ChannelMac"]
 
 TAG_BYTES = 16
 _SMALL_BYTES = 4096  # records up to this size are sliced as bytes (cheaper than memoryviews)
@@ -42,11 +42,6 @@ _BATCH_BYTES = 16 * 1024  # a burst is cut into records of about this size: the 
 # on the first frames while the rest arrive
 _SEQ = struct.Struct(">Q")
 _HEADER = struct.Struct(">I")
-
-
-class FrameMacError(RpcError):
-    """An incoming record's MAC does not match (altered, replayed or injected), or the frames
-    inside an authentic record are malformed."""
 
 
 class ChannelMac:

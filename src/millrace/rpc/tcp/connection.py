@@ -33,15 +33,21 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from millrace.errors import RecipientUnreachableError, RemoteRpcError
-from millrace.rpc._futures import complete, fail
-from millrace.rpc.message_codec import CodecError, MessageCodec
+from millrace.errors import (
+    CodecError,
+    ConnectionClosedError,
+    RecipientUnreachableError,
+    RemoteRpcError,
+)
+from millrace.rpc.future_utils import complete, fail
+from millrace.rpc.message_codec import MessageCodec
 from millrace.rpc.tcp.channel_mac import ChannelMac
-from millrace.rpc.tcp.framing import ConnectionClosedError, encode_frame
+from millrace.rpc.tcp.framing import encode_frame
+from millrace.rpc.tcp.handshake import ChannelKeys
 from millrace.rpc.tcp.remote_errors import error_from_wire
 from millrace.rpc.tcp.socket_link import SocketLink
 
-__all__ = ["CALL", "FOUND", "LOOKUP", "PING", "PONG", "REPLY", "Connection"]
+__all__ = ["CALL", "FOUND", "LOOKUP", "PING", "PONG", "REPLY", "Connection", "ConnectionStarter"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +55,12 @@ CALL, REPLY, LOOKUP, FOUND, PING, PONG = 0, 1, 2, 3, 4, 5
 _PING_FRAME = encode_frame(b"\x92\x04\x00", 16)  # msgpack [PING, 0]
 _PONG_FRAME = encode_frame(b"\x92\x05\x00", 16)  # msgpack [PONG, 0]
 _SWEEP_MIN_SIZE = 1024  # pending calls before abandoned (timed-out) ones are swept
+
+ConnectionStarter = Callable[
+    [SocketLink, "ChannelKeys | None", Callable[["Connection"], None]], "Connection"
+]
+"""``(link, channel keys or None with TLS, on_closed)``: the started Connection over an
+authenticated link (the service's codec, frame size and limits; loop thread)."""
 
 
 def _describe(value: Any) -> str:

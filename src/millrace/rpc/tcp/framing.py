@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import struct
 
-from millrace.errors import FrameSizeError, RpcError
+from millrace.errors import ConnectionClosedError, FrameSizeError
 
-__all__ = ["HEADER_BYTES", "ConnectionClosedError", "FrameDecoder", "encode_frame"]
+__all__ = ["HEADER_BYTES", "FrameDecoder", "encode_frame"]
 
 _HEADER = struct.Struct(">I")
 HEADER_BYTES = _HEADER.size
-
-
-class ConnectionClosedError(RpcError):
-    """The peer closed the connection (cleanly between frames, or in the middle of one)."""
 
 
 def encode_frame(payload: bytes, limit_bytes: int) -> bytes:

@@ -2,9 +2,10 @@
 
 A lookup names an endpoint id and the methods of the caller's gateway; it is answered with a
 compact endpoint number only if every method belongs to the endpoint's declared gateways
-(:func:`~millrace.rpc.remote_calls.served_methods`). A call is dispatched only if its method is
-one of those and its arguments fit the method's signature; otherwise an ask is answered with
-the reason (``TypeError``, or ``RecipientUnreachableError`` for an unknown endpoint number) and
+(:func:`~millrace.rpc.remote_calls.served_methods`), else with the reason (the caller fails its
+connect with ``GatewayMismatchError``). A call is dispatched only if its method is one of those
+and its arguments fit the method's signature; otherwise an ask is answered with the reason
+(``GatewayMismatchError``, or ``RecipientUnreachableError`` for an unknown endpoint number) and
 a tell is logged. A dispatched call carries its peer as ``origin``, so that a remote tell that
 fails on the endpoint is logged rather than escalated to the fatal error handler (issue 9).
 
@@ -21,7 +22,12 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from millrace.errors import MillraceError, RecipientUnreachableError
+from millrace.errors import (
+    GatewayMismatchError,
+    MillraceError,
+    RecipientUnreachableError,
+    RemoteRpcError,
+)
 from millrace.rpc.remote_calls import CallShape, served_methods
 from millrace.rpc.rpc_invocation import RpcInvocation
 from millrace.rpc.tcp.admission import ThrottledLog
@@ -132,7 +138,10 @@ class RemoteDispatch:
             else shape.check(args, kwargs)
         )
         if problem is not None:
-            self._refuse(connection, call_id, method, TypeError(problem))
+            endpoint_id = exported.endpoint.endpoint_id
+            self._refuse(
+                connection, call_id, method, GatewayMismatchError(problem, endpoint_id, method)
+            )
             return
         reply: Future[Any] | None = None
         if call_id:
@@ -158,7 +167,11 @@ class RemoteDispatch:
         """Any thread: send the outcome of a call back (an unsendable result fails the call)."""
         if connection.closed:
             return
-        failure = RuntimeError("cancelled") if done.cancelled() else done.exception()
+        failure = (
+            RemoteRpcError("CancelledError", f"{method} was cancelled on the endpoint")
+            if done.cancelled()
+            else done.exception()
+        )
         if failure is not None:
             if not isinstance(failure, MillraceError):
                 logger.info("ask %s from %s failed: %r", method, connection.peer, failure)

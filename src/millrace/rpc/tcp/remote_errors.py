@@ -1,9 +1,10 @@
 """Errors across the wire: an exception travels as its class name, args and plain attributes.
 
-The receiver rebuilds it only when the class is a builtin exception or a Millrace error (never
-by running a constructor or unpickling); anything else becomes ``RemoteRpcError`` carrying the
-remote class name and message. Decoding an error never raises: whatever a peer sends as an
-error becomes an exception of the call it answers (issue 9).
+The receiver rebuilds it only when the class is a builtin exception or a Millrace error, one of
+``millrace.errors`` (never by running a constructor or unpickling); anything else becomes
+``RemoteRpcError`` carrying the remote class name and message. Every class of that module
+therefore arrives as itself, with its message and plain attributes. Decoding an error never
+raises: whatever a peer sends as an error becomes an exception of the call it answers (issue 9).
 """
 
 from __future__ import annotations
@@ -58,16 +59,11 @@ def error_from_wire(wire: Any) -> BaseException:
     return error
 
 
-_ERROR_MODULES = ("millrace.errors", "millrace.rpc.message_codec", "millrace.rpc.tcp.framing")
-
-
 def _allowed_class(module: str, qualname: str) -> type[BaseException] | None:
     if module == "builtins":
         cls = getattr(builtins, qualname, None)
-    elif module in _ERROR_MODULES:
-        import importlib
-
-        cls = getattr(importlib.import_module(module), qualname, None)
+    elif module == errors.__name__:  # the whole Millrace tree lives there
+        cls = getattr(errors, qualname, None)
     else:
         return None
     if isinstance(cls, type) and issubclass(cls, Exception):

@@ -38,9 +38,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from millrace.errors import FrameSizeError
-from millrace.rpc.tcp.channel_mac import ChannelMac, FrameMacError
-from millrace.rpc.tcp.framing import ConnectionClosedError, FrameDecoder
+from millrace.errors import ConnectionClosedError, FrameMacError, FrameSizeError
+from millrace.rpc.tcp.channel_mac import ChannelMac
+from millrace.rpc.tcp.framing import FrameDecoder
 
 __all__ = ["SocketLink"]
 

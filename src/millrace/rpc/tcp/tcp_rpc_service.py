@@ -1,7 +1,8 @@
 """TcpRpcService: the RpcService over TCP between processes (issue 3; seed 000, 004).
 
-Endpoints are hosted exactly as by LocalRpcService (same mailbox, registry and lookup
-semantics); what differs is how a gateway reaches them. Addresses are
+Endpoints are hosted in an :class:`~millrace.rpc.endpoint_registry.EndpointRegistry`, as by
+LocalRpcService (same mailbox, registry and lookup semantics); what differs is how a gateway
+reaches them. Addresses are
 ``tcp://<host>:<port>/<endpoint id>``. ``connect`` opens (or reuses) one authenticated
 connection per remote service, resolves the endpoint id to a compact number (waiting up to
 ``rpc.lookup-timeout`` on the remote side for the endpoint to start), and returns a proxy whose
@@ -21,6 +22,11 @@ the methods of an endpoint's declared gateways, with arguments that fit
 (``remote_dispatch.py``). Transport timeouts run on the real monotonic clock, not the service
 clock.
 
+The service composes its parts: the registry, a :class:`~millrace.rpc.tcp.connection_acceptor.\
+ConnectionAcceptor` (listening, admission, the acceptor's handshake), :class:`~millrace.rpc.tcp.\
+outgoing_connections.OutgoingConnections` (one connection per peer service), ``RemoteDispatch``
+(what peers may call) and ``Keepalive``; it owns the event loop they share and resolves gateways.
+
 Threading:
     Any thread; network I/O runs on one event-loop thread per service (``<name>-io``), the
     idle checks' timing on ``<name>-keepalive``.
@@ -30,36 +36,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from millrace.clock import Clock
+from millrace.clock import Clock, SystemClock
 from millrace.config import Configuration, RpcOptions, check_rpc_limits
-from millrace.errors import RecipientUnreachableError
-from millrace.rpc._futures import complete, fail, transfer
+from millrace.errors import GatewayMismatchError, RecipientUnreachableError
+from millrace.rpc.endpoint_registry import EndpointRegistry
+from millrace.rpc.future_utils import complete, fail, transfer
 from millrace.rpc.gateway_proxy import create_gateway_proxy, gateway_methods
-from millrace.rpc.local_rpc_service import LocalRpcService, _PendingLookup
 from millrace.rpc.message_codec import MessageCodec
 from millrace.rpc.rpc_gateway import GatewayType, RpcGateway
 from millrace.rpc.rpc_invocation import RpcInvocation
+from millrace.rpc.rpc_service import FatalErrorHandler
+from millrace.rpc.rpc_timer import RpcTimer
 from millrace.rpc.tcp.admission import HandshakeAdmission, ThrottledLog
 from millrace.rpc.tcp.channel_mac import ChannelMac
 from millrace.rpc.tcp.connection import CALL, LOOKUP, Connection
-from millrace.rpc.tcp.handshake import (
-    HANDSHAKE_LIMIT_BYTES,
-    ChannelKeys,
-    handshake_accept,
-    handshake_connect,
-)
+from millrace.rpc.tcp.connection_acceptor import ConnectionAcceptor, listen
+from millrace.rpc.tcp.handshake import ChannelKeys
 from millrace.rpc.tcp.keepalive import Keepalive
+from millrace.rpc.tcp.outgoing_connections import OutgoingConnections
 from millrace.rpc.tcp.remote_dispatch import RemoteDispatch
 from millrace.rpc.tcp.socket_link import SocketLink
 from millrace.rpc.tcp.transport_security import MIN_SECRET_BYTES, TransportSecurity
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from millrace.rpc.rpc_endpoint import RpcEndpoint
 
 __all__ = ["TcpRpcService"]
@@ -68,13 +73,10 @@ logger = logging.getLogger(__name__)
 
 G = TypeVar("G", bound=RpcGateway)
 SCHEME = "tcp"
-_ACCEPT_BATCH = 16  # connections accepted per readable event of the listener
-_ACCEPT_PAUSE = 0.1  # seconds without accepting after accept() failed (e.g. EMFILE)
-_FULL_PAUSE = 0.02  # seconds without accepting after a refusal while every slot is taken
 _SHUTDOWN_GRACE = 2.0  # seconds close waits for cancelled handshakes to end
 
 
-class TcpRpcService(LocalRpcService):
+class TcpRpcService:
     """Hosts endpoints and connects gateways over authenticated TCP connections.
 
     Args:
@@ -92,9 +94,13 @@ class TcpRpcService(LocalRpcService):
 
     Raises:
         OSError: If the port cannot be bound (nothing is left running).
-        ValueError: If the secret is shorter than 16 bytes.
+        ValueError: If the secret is shorter than 16 bytes or ``name`` is empty or contains
+            ``/``.
         ConfigError: If a limit is invalid or ``rpc.handshake.timeout`` exceeds
             ``rpc.lookup-timeout``.
+
+    Threading:
+        Any thread.
     """
 
     def __init__(
@@ -111,48 +117,86 @@ class TcpRpcService(LocalRpcService):
     ) -> None:
         if len(security.secret) < MIN_SECRET_BYTES:
             raise ValueError(f"the cluster secret must be at least {MIN_SECRET_BYTES} bytes")
-        super().__init__(name, configuration=configuration, clock=clock)
-        conf = configuration or Configuration()
+        if not name or "/" in name:
+            raise ValueError(f"invalid RpcService name {name!r}: non-empty, no '/'")
+        conf = configuration if configuration is not None else Configuration()
         check_rpc_limits(conf)
+        self._name = name
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._ask_timeout = conf.get(RpcOptions.ASK_TIMEOUT)
         self._secret = security.secret
-        self._client_ssl = security.client_ssl
         self._codec = codec
         self._framesize = framesize_bytes or conf.get(RpcOptions.FRAMESIZE)
-        self._server_ssl = security.server_ssl
-        self._handshake_timeout = conf.get(RpcOptions.HANDSHAKE_TIMEOUT)
         # One frame of the largest size always fits (framesize_bytes may exceed the key).
         self._max_unsent = max(conf.get(RpcOptions.WRITE_QUEUE_MAX_SIZE), self._framesize + 1024)
-        self._limits_log = ThrottledLog()
-        self._admission = HandshakeAdmission(
-            conf.get(RpcOptions.MAX_PENDING_HANDSHAKES),
-            conf.get(RpcOptions.MAX_PENDING_HANDSHAKES_PER_ADDRESS),
-            self._limits_log,
-        )
-        self._listener = _listen(host, port)  # OSError here: nothing is running yet
+        listener = listen(host, port)  # OSError here: nothing is running yet
+        self._timer = RpcTimer(self._clock, f"{name}-rpc-timer")
+        self._registry = EndpointRegistry(name, self._timer, conf.get(RpcOptions.LOOKUP_TIMEOUT))
+        self._lock = threading.Lock()
+        self._close_future: Future[None] | None = None
+        self._connecting: set[Future[Any]] = set()  # connects not yet resolved
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=f"{name}-io", daemon=True)
-        self._connections: dict[str, Future[Connection]] = {}  # "host:port" -> connection
-        self._accepted: set[Connection] = set()
-        self._tcp_close_future: Future[None] | None = None
-        self._connecting: set[Future[Any]] = set()  # connects not yet resolved
-        self._handshaking: set[SocketLink] = set()  # loop thread only
-        self._network_closed = False  # loop thread only
+        limits_log = ThrottledLog()
+        handshake_timeout = conf.get(RpcOptions.HANDSHAKE_TIMEOUT)
+        self._acceptor = ConnectionAcceptor(
+            self._loop,
+            listener,
+            secret=self._secret,
+            server_ssl=security.server_ssl,
+            handshake_timeout=handshake_timeout,
+            admission=HandshakeAdmission(
+                conf.get(RpcOptions.MAX_PENDING_HANDSHAKES),
+                conf.get(RpcOptions.MAX_PENDING_HANDSHAKES_PER_ADDRESS),
+                limits_log,
+            ),
+            log=limits_log,
+            start_connection=self._start_connection,
+        )
+        self._outgoing = OutgoingConnections(
+            name,
+            self._loop,
+            secret=self._secret,
+            client_ssl=security.client_ssl,
+            connect_timeout=self._registry.lookup_timeout,
+            handshake_timeout=handshake_timeout,
+            start_connection=self._start_connection,
+        )
         self._keepalive = Keepalive(
             name, self._loop, conf.get(RpcOptions.IDLE_TIMEOUT), self._all_connections
         )
-        self._dispatch = RemoteDispatch(self._loop, self._await_endpoint, self._limits_log)
-        self._loop.call_soon(self._start_accepting)
+        self._dispatch = RemoteDispatch(self._loop, self._await_endpoint, limits_log)
+        self._authority = f"{host}:{self._acceptor.port}"
+        self._prefix = f"{SCHEME}://{self._authority}/"
+        self._acceptor.start()
         self._thread.start()
         self._keepalive.start()
-        bound_port = self._listener.getsockname()[1]
-        self._authority = f"{host}:{bound_port}"
-        self._prefix = f"{SCHEME}://{self._authority}/"
 
     def _run_loop(self) -> None:
         try:
             self._loop.run_forever()
         finally:
             self._loop.close()
+
+    @property
+    def name(self) -> str:
+        """The service name (thread names, logs)."""
+        return self._name
+
+    @property
+    def clock(self) -> Clock:
+        """The service's time source."""
+        return self._clock
+
+    @property
+    def ask_timeout(self) -> float:
+        """Default ask timeout in seconds."""
+        return self._ask_timeout
+
+    @property
+    def lookup_timeout(self) -> float:
+        """Seconds ``connect`` waits for an endpoint to answer."""
+        return self._registry.lookup_timeout
 
     @property
     def secret(self) -> bytes:
@@ -164,6 +208,47 @@ class TcpRpcService(LocalRpcService):
         """``host:port`` this service listens on."""
         return self._authority
 
+    def address_of(self, endpoint_id: str) -> str:
+        """``tcp://<host>:<port>/<endpoint_id>``."""
+        return self._prefix + endpoint_id
+
+    # Hosting -------------------------------------------------------------------------------------
+
+    def start_server(self, endpoint: RpcEndpoint) -> None:
+        """Register ``endpoint``: peers' lookups waiting for it are answered.
+
+        Raises:
+            ValueError: If an endpoint with the same id is registered.
+            RuntimeError: If the service is closed.
+        """
+        self._registry.register(endpoint)
+
+    def stop_server(self, endpoint: RpcEndpoint) -> None:
+        """Unregister ``endpoint`` (no effect if another endpoint now holds its id)."""
+        self._registry.unregister(endpoint)
+
+    def schedule_ask_timeout(
+        self, future: Future[Any], endpoint_id: str, method: str, timeout: float
+    ) -> None:
+        """Fail ``future`` with RpcTimeoutError unless it completes within ``timeout`` s."""
+        self._timer.schedule_ask_timeout(future, endpoint_id, method, timeout)
+
+    def set_fatal_error_handler(self, handler: FatalErrorHandler | None) -> None:
+        """Install (or with None, remove) the callback for endpoints' unexpected errors."""
+        self._registry.set_fatal_error_handler(handler)
+
+    def handle_fatal_error(self, endpoint: RpcEndpoint, error: BaseException) -> None:
+        """Call the fatal error handler, if set; its own errors are logged.
+
+        Threading:
+            Called on the endpoint's main thread.
+        """
+        self._registry.handle_fatal_error(endpoint, error)
+
+    def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
+        """The hosted endpoint ``endpoint_id``, waiting up to the lookup timeout for it."""
+        return self._registry.lookup(endpoint_id, self.address_of(endpoint_id))
+
     # Client side ---------------------------------------------------------------------------------
 
     def connect(
@@ -172,8 +257,9 @@ class TcpRpcService(LocalRpcService):
         """Resolve ``tcp://host:port/endpoint_id`` to a gateway over TCP.
 
         Raises:
-            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly), or via
-                the future if the remote endpoint lacks one of its methods.
+            TypeError: If ``gateway_type`` is not a gateway Protocol (raised directly).
+            GatewayMismatchError: via the future, if the remote endpoint does not serve one of
+                the gateway's methods.
             RecipientUnreachableError: via the future, if the address is malformed, the peer
                 cannot be reached or authenticated, or no endpoint answers within the lookup
                 timeout.
@@ -184,7 +270,7 @@ class TcpRpcService(LocalRpcService):
         if authority is None:
             fail(result, RecipientUnreachableError(address, "not a tcp://host:port/id address"))
             return result
-        if self._tcp_close_future is not None:
+        if self._close_future is not None:
             fail(result, RecipientUnreachableError(address, f"RpcService {self._name} is closed"))
             return result
         with self._lock:
@@ -202,7 +288,7 @@ class TcpRpcService(LocalRpcService):
             ),
         )
         result.add_done_callback(lambda _: timer.cancel())
-        connecting = self._connection_to(authority)
+        connecting = self._outgoing.get(authority)
 
         def connected(done: Future[Connection]) -> None:
             if done.exception() is not None:
@@ -241,10 +327,10 @@ class TcpRpcService(LocalRpcService):
             fail(result, RecipientUnreachableError(address, str(found.exception())))
             return
         _, _, number, error = found.result()
-        if error is not None:
+        if error is not None:  # "TypeError: ...": the endpoint does not serve the gateway
             fail(
                 result,
-                TypeError(error)
+                GatewayMismatchError(error.removeprefix("TypeError: "), endpoint_id)
                 if error.startswith("TypeError")
                 else RecipientUnreachableError(address, error),
             )
@@ -275,56 +361,6 @@ class TcpRpcService(LocalRpcService):
             ),
         )
 
-    def _connection_to(self, authority: str) -> Future[Connection]:
-        with self._lock:  # callers on many threads share one connection per peer
-            existing = self._connections.get(authority)
-            if existing is not None and not (
-                existing.done() and (existing.exception() is not None or existing.result().closed)
-            ):
-                return existing
-            future: Future[Connection] = Future()
-            self._connections[authority] = future
-        coroutine = self._open(authority)
-        transfer_to = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-        transfer_to.add_done_callback(lambda done: transfer(done, future))
-        return future
-
-    async def _open(self, authority: str) -> Connection:
-        host, _, port = authority.rpartition(":")
-        try:
-            connecting = _connect(self._loop, host, int(port))
-            sock = await asyncio.wait_for(connecting, self.lookup_timeout)
-        except (OSError, TimeoutError, ValueError) as error:
-            raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
-        if self._network_closed:  # Python 3.11's wait_for may swallow the shutdown's cancel
-            sock.close()
-            raise RecipientUnreachableError(authority, f"RpcService {self._name} closed")
-        try:
-            link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
-        except OSError as error:  # reset at once
-            sock.close()
-            raise RecipientUnreachableError(authority, f"cannot connect: {error!r}") from error
-        self._handshaking.add(link)
-        try:
-            async with asyncio.timeout(self._handshake_timeout):
-                if self._client_ssl is not None:
-                    await link.start_tls(self._client_ssl, server_side=False)
-                keys = await handshake_connect(
-                    link, self._secret, bind_channel=self._client_ssl is None
-                )
-        except BaseException as error:
-            link.close()
-            if not isinstance(error, Exception):
-                raise
-            if isinstance(error, TimeoutError):
-                error = TimeoutError(
-                    f"no handshake within rpc.handshake.timeout ({self._handshake_timeout:g} s)"
-                )
-            raise RecipientUnreachableError(authority, f"handshake failed: {error}") from error
-        finally:
-            self._handshaking.discard(link)
-        return self._start_connection(link, keys, lambda c: None)
-
     def _start_connection(
         self,
         link: SocketLink,
@@ -344,90 +380,7 @@ class TcpRpcService(LocalRpcService):
         connection.start()
         return connection
 
-    # Server side ---------------------------------------------------------------------------------
-
-    def _start_accepting(self) -> None:
-        """Loop thread: accept connections (a reader callback, not ``sock_accept``, whose
-        cancellation can drop an accepted socket on Python 3.11)."""
-        if not self._network_closed:
-            self._loop.add_reader(self._listener.fileno(), self._acceptable)
-
-    def _acceptable(self) -> None:
-        """Loop thread: accept the waiting connections and start their handshakes; close at
-        once those over the admission caps."""
-        for _ in range(_ACCEPT_BATCH):
-            try:
-                sock, address = self._listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as error:  # e.g. out of file descriptors: pause, then listen again
-                self._limits_log.warning("accept", "accepting a connection failed: %r", error)
-                self._loop.remove_reader(self._listener.fileno())
-                self._loop.call_later(_ACCEPT_PAUSE, self._start_accepting)
-                return
-            host = str(address[0])
-            if not self._admission.admit(host):
-                sock.close()
-                if self._admission.full:  # a flood holds every slot: pace the refusals
-                    self._loop.remove_reader(self._listener.fileno())
-                    self._loop.call_later(_FULL_PAUSE, self._start_accepting)
-                    return
-                continue
-            self._loop.create_task(self._accept(sock, host))
-
-    async def _accept(self, sock: socket.socket, host: str) -> None:
-        try:
-            try:
-                link = SocketLink(self._loop, sock, HANDSHAKE_LIMIT_BYTES)
-            except OSError:  # the peer is gone already
-                sock.close()
-                return
-            authenticated, keys = await self._authenticate(link)
-        finally:
-            self._admission.release(host)
-        if not authenticated:
-            return
-        connection = self._start_connection(link, keys, self._accepted.discard)
-        if not connection.closed:
-            self._accepted.add(connection)
-
-    async def _authenticate(self, link: SocketLink) -> tuple[bool, ChannelKeys | None]:
-        """Loop thread: the acceptor's TLS and secret handshake within rpc.handshake.timeout.
-
-        Returns:
-            ``(True, channel keys or None with TLS)``, or ``(False, None)`` if the link was
-            refused (logged) and closed.
-        """
-        self._handshaking.add(link)
-        try:
-            async with asyncio.timeout(self._handshake_timeout):
-                if self._server_ssl is not None:
-                    await link.start_tls(self._server_ssl, server_side=True)
-                keys = await handshake_accept(
-                    link, self._secret, bind_channel=self._server_ssl is None
-                )
-                return True, keys
-        except asyncio.CancelledError:  # the service is closing
-            link.close()
-            return False, None
-        except TimeoutError:
-            self._limits_log.warning(
-                "handshake-timeout",
-                "rejected connection from %s: no handshake within rpc.handshake.timeout (%g s)",
-                link.peer,
-                self._handshake_timeout,
-            )
-        except Exception as error:
-            self._limits_log.warning(
-                "rejected",
-                "rejected connection from %s: %s",
-                link.peer,
-                error or type(error).__name__,
-            )
-        finally:
-            self._handshaking.discard(link)
-        link.close()
-        return False, None
+    # Peers' messages ----------------------------------------------------------------------------
 
     def _on_message(self, connection: Connection, message: list[Any]) -> None:
         """Loop thread: a CALL or LOOKUP from a peer."""
@@ -440,45 +393,17 @@ class TcpRpcService(LocalRpcService):
             logger.warning("closing connection with %s: %s", connection.peer, reason)
             connection.close(reason)
 
-    # Keepalive and idle connections (loop thread) -------------------------------------------------
-
     def _all_connections(self) -> list[Connection]:
         """Loop thread: the accepted and the outgoing connections that are up."""
-        with self._lock:
-            outgoing = [f.result() for f in self._connections.values() if _succeeded(f)]
-        return [*self._accepted, *outgoing]
-
-    def _await_endpoint(self, endpoint_id: str) -> Future[RpcEndpoint]:
-        """The hosted endpoint ``endpoint_id``, waiting up to the lookup timeout for it."""
-        future: Future[RpcEndpoint] = Future()
-        self._add_lookup(
-            endpoint_id, _PendingLookup(self.address_of(endpoint_id), None, None, future)
-        )
-        return future
-
-    def _resolve(self, lookup: _PendingLookup, endpoint: RpcEndpoint) -> None:
-        if lookup.gateway_type is None:  # a remote lookup: hand over the endpoint itself
-            complete(lookup.future, endpoint)
-        else:
-            super()._resolve(lookup, endpoint)
+        return [*self._acceptor.connections, *self._outgoing.established()]
 
     # Life cycle ----------------------------------------------------------------------------------
 
     async def _stop_network(self) -> None:
         """Loop thread: close the listener and every connection, end every task."""
-        self._network_closed = True
         self._keepalive.stop()
-        self._loop.remove_reader(self._listener.fileno())
-        self._listener.close()
-        for link in list(self._handshaking):  # a handshake whose cancel is lost ends here
-            link.close()
-        for connection in list(self._accepted):
-            connection.close("service closed")
-        with self._lock:
-            outgoing = list(self._connections.values())
-        for pending in outgoing:
-            if pending.done() and pending.exception() is None:
-                pending.result().close("service closed")
+        self._acceptor.close()
+        self._outgoing.close()
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in others:  # handshakes still running
             task.cancel()
@@ -488,20 +413,27 @@ class TcpRpcService(LocalRpcService):
     def close_async(self) -> Future[None]:
         """Stop every hosted endpoint, then close the listener, connections and event loop.
 
-        Idempotent: every call returns the same future.
+        Pending connects and peers' lookups fail with RecipientUnreachableError at once.
+
+        Returns:
+            Future completed once every endpoint has terminated and the network is shut down
+            (failed with the first termination error, if any). Idempotent: every call returns
+            the same future.
         """
         with self._lock:
-            if self._tcp_close_future is not None:
-                return self._tcp_close_future
+            if self._close_future is not None:
+                return self._close_future
             done: Future[None] = Future()
-            self._tcp_close_future = done
-        closing = super().close_async()
-        with self._lock:
-            unresolved = list(self._connecting) + list(self._connections.values())
+            self._close_future = done
+            unresolved = list(self._connecting)
+        closed = RecipientUnreachableError(self._prefix, f"RpcService {self._name} closed")
+        terminations = self._registry.close()
         for future in unresolved:
-            fail(future, RecipientUnreachableError(self._prefix, f"RpcService {self._name} closed"))
+            fail(future, closed)
+        self._outgoing.fail_unopened(closed)
 
         def shut_down(terminated: Future[None]) -> None:
+            self._timer.close()
             self._keepalive.stop()
 
             def finish() -> None:
@@ -523,15 +455,11 @@ class TcpRpcService(LocalRpcService):
                 stopped
             )
 
-        closing.add_done_callback(shut_down)
+        terminations.add_done_callback(shut_down)
         return done
 
     def __repr__(self) -> str:
         return f"TcpRpcService({self._name!r}, {self._authority})"
-
-
-def _succeeded(future: Future[Connection]) -> bool:
-    return future.done() and not future.cancelled() and future.exception() is None
 
 
 def _parse(address: str) -> tuple[str | None, str]:
@@ -541,40 +469,3 @@ def _parse(address: str) -> tuple[str | None, str]:
     if not authority or ":" not in authority or not endpoint_id or "/" in endpoint_id:
         return None, ""
     return authority, endpoint_id
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening socket on the first address ``host`` resolves to."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-        sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-async def _connect(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
-    """A socket connected to the first address of ``host`` that accepts."""
-    error: OSError | None = None
-    for family, kind, proto, _, address in await loop.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM
-    ):
-        sock = socket.socket(family, kind, proto)
-        sock.setblocking(False)
-        try:
-            await loop.sock_connect(sock, address)
-        except BaseException as failed:
-            sock.close()
-            if not isinstance(failed, OSError):
-                raise
-            error = failed
-            continue
-        return sock
-    raise error or OSError(f"{host} resolves to no address")

@@ -35,7 +35,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from millrace.errors import CheckpointError
+from millrace.errors import CheckpointError, describe
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_history import CheckpointHistory, CheckpointRecord
 from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
@@ -357,7 +357,7 @@ class CheckpointCoordinator:
         if writing.exception() is not None:
             pending.finalizing = False
             error = writing.exception()
-            self._abort(pending, f"writing the metadata failed: {type(error).__name__}: {error}")
+            self._abort(pending, f"writing the metadata failed: {describe(error)}")
             return
         checkpoint, savepoint = writing.result()
         shown = savepoint or checkpoint

@@ -69,8 +69,8 @@ class SavepointTargets:
             ``target`` made absolute and normalized, under an allowed root.
 
         Raises:
-            CheckpointError: If the target lies outside every allowed root; names the roots and
-                the keys that set them.
+            CheckpointError: If the target is not a valid path or URL, or lies outside every
+                allowed root; names the roots and the keys that set them.
         """
         if not target:
             return self.savepoints_dir
@@ -79,7 +79,10 @@ class SavepointTargets:
         base = self.savepoints_dir
         if not _is_url(target) and not os.path.isabs(target) and not target.startswith("file:"):
             target = posixpath.join(base, target) if _is_url(base) else os.path.join(base, target)
-        resolved = _normalize(target)
+        try:
+            resolved = _normalize(target)
+        except ValueError as error:  # e.g. an unbalanced IPv6 bracket in a URL
+            raise CheckpointError(f"savepoint target {target!r} is not valid: {error}") from None
         for root in self.roots:
             if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
                 return resolved

@@ -11,9 +11,9 @@ import logging
 from concurrent.futures import Executor, Future
 
 from millrace.config import Configuration
-from millrace.errors import ConfigError, JobSubmissionError
+from millrace.errors import ConfigError, JobSubmissionError, MillraceError
 from millrace.rpc import RpcEndpoint, RpcService
-from millrace.rpc._futures import all_of
+from millrace.rpc.future_utils import all_of
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.deployment import Acknowledge
@@ -79,11 +79,18 @@ class Dispatcher(RpcEndpoint, implements=(DispatcherGateway,)):
             configuration.validate()
         except ConfigError as error:
             raise JobSubmissionError(f"job {job_graph.name!r}: {error}", job_id) from error
-        job_master = JobMaster(
-            self.rpc_service, job_graph, configuration, self._rm_address, self._io
-        )
+        try:  # a graph the checks above let through may still not build (Flink wraps it too)
+            job_master = JobMaster(
+                self.rpc_service, job_graph, configuration, self._rm_address, self._io
+            )
+            job_master.start()
+        except MillraceError:
+            raise
+        except Exception as error:
+            raise JobSubmissionError(
+                f"job {job_graph.name!r} cannot start: {type(error).__name__}: {error}", job_id
+            ) from error
         self._job_masters[job_id] = job_master
-        job_master.start()
         self.on_main_thread(
             job_master.result_future, lambda f: self._job_reached_terminal(job_id, f)
         )

@@ -1,4 +1,15 @@
-"""DispatcherGateway: job submission and queries (Flink's DispatcherGateway)."""
+"""DispatcherGateway: job submission and queries (Flink's DispatcherGateway).
+
+Besides the failures each method names, every ask may fail with the failures every call may see
+(``millrace.rpc.rpc_gateway``): RpcTimeoutError, RecipientUnreachableError
+(EndpointStoppedError once the Dispatcher stopped), GatewayMismatchError, and over TCP
+FrameSizeError (a JobGraph above ``rpc.framesize``) and CodecError. A call that names a job the
+Dispatcher does not know fails with JobSubmissionError. No builtin exception crosses this
+gateway.
+
+Threading:
+    Any thread; every call is executed on the Dispatcher's main thread.
+"""
 
 from __future__ import annotations
 
@@ -17,24 +28,94 @@ __all__ = ["DispatcherGateway"]
 
 
 class DispatcherGateway(RpcGateway, Protocol):
+    """The gateway of the cluster's Dispatcher.
+
+    Threading:
+        Any thread; executed on the Dispatcher's main thread.
+    """
+
     def submit_job(self, job_graph: JobGraph, timeout: float | None = None) -> Future[Acknowledge]:
         """SubmitJob: start a JobMaster for ``job_graph``.
 
-        Fails with JobSubmissionError if the job id is taken or the graph is invalid.
+        Args:
+            job_graph: The job; its configuration applies over the cluster's for this job.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with Acknowledge once the job's JobMaster started.
+
+        Raises:
+            JobSubmissionError: via the future, if the job id was submitted before, the graph
+                has no vertices or a parallelism above its max parallelism, its configuration
+                is invalid, or its JobMaster cannot be built from it (the cause chained).
         """
         ...
 
     def request_job_result(self, job_id: JobId, timeout: float | None = None) -> Future[JobResult]:
-        """Completes when the job reaches a terminal status (pass a long ``timeout``)."""
+        """SubmitJobWait's second half: the job's result once it is terminal.
+
+        Args:
+            job_id: The job.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; pass one
+                longer than the job may run.
+
+        Returns:
+            Future completed with JobResultSuccess or JobResultFailure when the job reaches a
+            terminal status (at once for a job that ended).
+
+        Raises:
+            JobSubmissionError: via the future, if the job is unknown, or the Dispatcher stops
+                before the job ends.
+        """
         ...
 
     def request_job_details(
         self, job_id: JobId, timeout: float | None = None
-    ) -> Future[JobDetails]: ...
+    ) -> Future[JobDetails]:
+        """The job as REST and ``millrace list`` show it.
 
-    def list_jobs(self, timeout: float | None = None) -> Future[list[JobDetails]]: ...
+        Args:
+            job_id: The job.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
 
-    def cancel_job(self, job_id: JobId, timeout: float | None = None) -> Future[Acknowledge]: ...
+        Returns:
+            Future completed with the JobDetails of a running or ended job.
+
+        Raises:
+            JobSubmissionError: via the future, if the job is unknown.
+        """
+        ...
+
+    def list_jobs(self, timeout: float | None = None) -> Future[list[JobDetails]]:
+        """Every job, running and ended.
+
+        Args:
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with the JobDetails of every ended job and of every running one
+            whose JobMaster answered.
+        """
+        ...
+
+    def cancel_job(self, job_id: JobId, timeout: float | None = None) -> Future[Acknowledge]:
+        """Cancel a running job; it ends CANCELED.
+
+        Args:
+            job_id: The job.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with Acknowledge once the cancellation started.
+
+        Raises:
+            JobSubmissionError: via the future, if no such job runs.
+        """
+        ...
 
     def trigger_savepoint(
         self,
@@ -45,18 +126,57 @@ class DispatcherGateway(RpcGateway, Protocol):
     ) -> Future[str]:
         """A savepoint of a running job (and its cancellation, with ``cancel_job``).
 
+        Args:
+            job_id: The job.
+            target_directory: Where the savepoint goes, under ``state.savepoints.dir`` or one
+                of ``state.savepoints.allowed-roots``; None: ``state.savepoints.dir``.
+            cancel_job: Cancel the job once the savepoint is taken.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
         Returns:
-            Future completed with the savepoint's directory; failed with JobSubmissionError for
-            an unknown or ended job, CheckpointError if ``target_directory`` lies outside
-            ``state.savepoints.dir`` and ``state.savepoints.allowed-roots`` or the savepoint
-            cannot be taken.
+            Future completed with the savepoint's directory.
+
+        Raises:
+            JobSubmissionError: via the future, if no such job runs.
+            CheckpointError: via the future, if ``target_directory`` is not a valid path or
+                URL or lies outside the allowed roots, or the savepoint cannot be taken (see
+                ``JobMasterGateway.trigger_savepoint``).
         """
         ...
 
     def request_checkpoint_statistics(
         self, job_id: JobId, timeout: float | None = None
-    ) -> Future[CheckpointStatistics]: ...
+    ) -> Future[CheckpointStatistics]:
+        """Checkpoint counts, the latest checkpoints and their history of a running job.
+
+        Args:
+            job_id: The job.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with the job's CheckpointStatistics.
+
+        Raises:
+            JobSubmissionError: via the future, if no such job runs.
+        """
+        ...
 
     def request_watermarks(
         self, job_id: JobId, timeout: float | None = None
-    ) -> Future[WatermarksInfo]: ...
+    ) -> Future[WatermarksInfo]:
+        """The global min clock and every task's clock of a running job (seed 001).
+
+        Args:
+            job_id: The job.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with the job's WatermarksInfo.
+
+        Raises:
+            JobSubmissionError: via the future, if no such job runs.
+        """
+        ...

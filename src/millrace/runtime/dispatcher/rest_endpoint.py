@@ -38,8 +38,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
 from millrace.clock import Clock, SystemClock
-from millrace.errors import CheckpointError, JobSubmissionError
-from millrace.rpc.message_codec import CodecError, MessageCodec
+from millrace.errors import CheckpointError, CodecError, JobSubmissionError
+from millrace.rpc.message_codec import MessageCodec
 from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway

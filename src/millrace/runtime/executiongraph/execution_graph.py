@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from millrace.errors import IllegalExecutionStateTransitionError
+from millrace.errors import ExecutionGraphError, IllegalExecutionStateTransitionError
 from millrace.runtime.executiongraph.execution_state import ExecutionState, is_legal_transition
 from millrace.runtime.executiongraph.job_status import JobStatus, check_job_transition
 from millrace.runtime.jobgraph import JobGraph, JobVertex
@@ -193,6 +193,22 @@ class ExecutionGraph:
     def execution(self, attempt_id: ExecutionAttemptId) -> Execution | None:
         """The Execution with ``attempt_id``, or None if the graph has no such attempt."""
         return self._by_attempt.get(attempt_id)
+
+    def running_execution(self, attempt_id: ExecutionAttemptId) -> Execution:
+        """The Execution with ``attempt_id``, which must not have ended.
+
+        Raises:
+            ExecutionGraphError: If the graph has no such attempt (one of a run before a
+                restart, or none of this job) or it ended.
+        """
+        execution = self._by_attempt.get(attempt_id)
+        if execution is None:
+            raise ExecutionGraphError(self.job_graph.job_id, attempt_id, "not of the job's run")
+        if execution.state.is_terminal:
+            raise ExecutionGraphError(
+                self.job_graph.job_id, attempt_id, f"it ended {execution.state.name}"
+            )
+        return execution
 
     def executions(self) -> list[Execution]:
         return [ev.current_execution for v in self.vertices for ev in v.task_vertices]

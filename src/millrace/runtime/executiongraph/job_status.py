@@ -43,6 +43,12 @@ class JobStatus(enum.Enum):
         """True for FINISHED, FAILED and CANCELED."""
         return self in (JobStatus.FAILED, JobStatus.CANCELED, JobStatus.FINISHED)
 
+    @property
+    def ends_as(self) -> JobStatus:
+        """The terminal status a job given up in this status reaches once its Executions have
+        ended: CANCELED after CANCELLING, FAILED after anything else."""
+        return JobStatus.CANCELED if self is JobStatus.CANCELLING else JobStatus.FAILED
+
 
 _J = JobStatus
 _LEGAL: dict[JobStatus, frozenset[JobStatus]] = {

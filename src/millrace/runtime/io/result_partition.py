@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from millrace.errors import PartitionNotFoundError
 from millrace.runtime.io.partition_events import (
     DataBundle,
     EndOfPartition,
@@ -76,9 +77,24 @@ class ResultPartition:
     def poll(self, subpartition: int, from_index: int) -> Future[PartitionEvents]:
         """Events of ``subpartition`` from ``from_index`` on; parks the pull if none yet.
 
+        Args:
+            subpartition: 0 to ``num_subpartitions`` - 1.
+            from_index: Index of the first event wanted, >= 0.
+
+        Returns:
+            Future completed with the events from ``from_index`` on, at once if there are
+            some, else when some arrive (or by ``expire``, or failed by ``release``).
+
         Raises:
-            IndexError: If ``subpartition`` is out of range.
+            PartitionNotFoundError: If the partition has no ``subpartition`` or
+                ``from_index`` is negative (a consumer's request: it goes back to it).
         """
+        if not 0 <= subpartition < len(self._logs):
+            raise PartitionNotFoundError(
+                self.partition_id, f"no subpartition {subpartition}; it has {len(self._logs)}"
+            )
+        if from_index < 0:
+            raise PartitionNotFoundError(self.partition_id, f"no event {from_index} (from 0 on)")
         future: Future[PartitionEvents] = Future()
         log = self._logs[subpartition]
         if from_index < len(log):

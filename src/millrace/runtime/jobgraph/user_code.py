@@ -28,11 +28,10 @@ from typing import Any
 
 import cloudpickle
 
-from millrace.errors import PipelineError
+from millrace.errors import UserCodeError
 
 __all__ = [
     "Reducer",
-    "UserCodeError",
     "add_user_code_root",
     "deserialize_user_code",
     "register_reducer",
@@ -46,10 +45,6 @@ Reducer = Callable[[Any], Any]
 raise UserCodeError for an object that must not travel."""
 
 _reducers: list[Reducer] = []
-
-
-class UserCodeError(PipelineError):
-    """User code cannot be serialized or deserialized (e.g. it captures a SparkSession)."""
 
 
 def register_reducer(reducer: Reducer) -> None:

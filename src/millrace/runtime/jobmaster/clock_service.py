@@ -10,8 +10,10 @@ record with an earlier event time has been processed. REST shows it with every t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from millrace.runtime.executiongraph import Execution
 from millrace.runtime.io.partition_events import MIN_WATERMARK
 from millrace.types import ExecutionAttemptId
 
@@ -44,12 +46,12 @@ class GlobalClockService:
         self._clocks: dict[ExecutionAttemptId, TaskClock] = {}
         self.min_clock = MIN_WATERMARK
 
-    def reset(self, tasks: dict[ExecutionAttemptId, tuple[str, int]]) -> None:
-        """The job's current tasks (after a deployment or a restart): attempt -> (vertex
-        name, subtask index); their clocks start at MIN."""
+    def reset(self, executions: Iterable[Execution]) -> None:
+        """The job's current Executions (after a deployment or a restart); their clocks start
+        at MIN."""
         self._clocks = {
-            attempt: TaskClock(vertex, index, MIN_WATERMARK)
-            for attempt, (vertex, index) in tasks.items()
+            e.attempt_id: TaskClock(e.vertex.job_vertex.name, e.vertex.subtask_index, MIN_WATERMARK)
+            for e in executions
         }
 
     def report(self, attempt_id: ExecutionAttemptId, watermark_ms: int) -> None:

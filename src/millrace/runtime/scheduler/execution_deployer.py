@@ -19,7 +19,7 @@ import functools
 from concurrent.futures import Future
 from typing import Protocol
 
-from millrace.errors import RecipientUnreachableError
+from millrace.errors import RecipientUnreachableError, describe
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.state_assignment import StateAssignment
 from millrace.runtime.deployment import TaskOperationResult
@@ -164,7 +164,7 @@ class ExecutionDeployer:
         if error is None and not submitting.result().success:
             error = RuntimeError(submitting.result().description)
         if error is not None and not execution.state.is_terminal:
-            execution.failure = f"deployment failed: {type(error).__name__}: {error}"
+            execution.failure = f"deployment failed: {describe(error)}"
             execution.transition_to(ExecutionState.FAILED)
             self._listener.deployment_failed(execution, execution.failure)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from millrace.errors import describe
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointCoordinator
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
@@ -109,7 +110,7 @@ class FinalCommit:
             self._checkpoints.discard_retained()  # the output is final: nothing to restore
             self._done(None)
             return
-        cause = f"committing the sinks failed: {type(error).__name__}: {error}"
+        cause = f"committing the sinks failed: {describe(error)}"
         self._restart_strategy.notify_failure(self._main_thread.clock.monotonic())
         if self._restart_strategy.can_restart():  # e.g. a database outage: try again
             logger.warning(

@@ -30,6 +30,7 @@ import time
 from concurrent.futures import Executor, Future
 
 from millrace.config import Configuration, ExecutionOptions
+from millrace.errors import ExecutionGraphError, describe
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_coordinator import (
     CheckpointCoordinator,
@@ -191,7 +192,7 @@ class Scheduler:
             return
         error = preparing.exception()
         if error is not None:
-            cause = f"preparing the job failed: {_describe(error)}"
+            cause = f"preparing the job failed: {describe(error)}"
             if restarting:  # e.g. a sink's restore commit hit an outage: retry, under the strategy
                 self.graph.transition_job(JobStatus.RUNNING)
                 self._handle_failure(cause)
@@ -228,13 +229,7 @@ class Scheduler:
         if any(e.state is not ExecutionState.CREATED for e in self.graph.executions()):
             return  # deployed already
         logger.info("job %s: all slots allocated; deploying sources", self.job_graph.name)
-        self.clocks.reset(
-            {
-                ev.current_execution.attempt_id: (jv.name, ev.subtask_index)
-                for jv in self.graph.vertices
-                for ev in jv.task_vertices
-            }
-        )
+        self.clocks.reset(self.graph.executions())
         for jv in self.graph.vertices:
             if jv.job_vertex.is_source:
                 self._deployer.deploy(jv, self._assignment)
@@ -301,17 +296,29 @@ class Scheduler:
     ) -> NextInputSplit:
         """RequestNextInputSplit of a running source subtask.
 
+        Args:
+            vertex_id: The source vertex the subtask belongs to.
+            attempt_id: The subtask's execution attempt.
+
+        Returns:
+            The next split for the subtask (none when its splits are exhausted or, for an
+            unbounded source, none yet).
+
         Raises:
-            KeyError: If ``attempt_id`` is not a running Execution of this job.
+            ExecutionGraphError: If ``attempt_id`` is not a running Execution of this job (an
+                attempt from before a restart, one that ended, or none of this job) or not a
+                subtask of the source vertex ``vertex_id``.
+            PipelineError: If the source's SplitEnumerator fails; its error is the cause.
         """
         self._main_thread.assert_running_in_main_thread()
-        execution = self.graph.execution(attempt_id)
-        if execution is None or execution.state.is_terminal:
-            raise KeyError(f"no running execution {attempt_id} in job {self.job_graph.job_id}")
+        execution = self.graph.running_execution(attempt_id)
         vertex = execution.vertex
-        return self._sources[vertex_id].next_split(
-            vertex.subtask_index, vertex.job_vertex.parallelism
-        )
+        source = self._sources.get(vertex_id)
+        if source is None or vertex.job_vertex.vertex_id != vertex_id:
+            raise ExecutionGraphError(
+                self.job_graph.job_id, attempt_id, f"not a subtask of source {vertex_id}"
+            )
+        return source.next_split(vertex.subtask_index, vertex.job_vertex.parallelism)
 
     # Checkpoints (the CheckpointCoordinator's context) -----------------------------------------
 
@@ -332,7 +339,7 @@ class Scheduler:
             else:
                 self._handle_failure(
                     f"committing checkpoint {metadata.checkpoint_id} failed: "
-                    f"{_describe(f.exception())}"
+                    f"{describe(f.exception())}"
                 )
                 self._maybe_complete()
 
@@ -451,9 +458,7 @@ class Scheduler:
         elif graph.status is not JobStatus.RUNNING and all(
             e.state.is_terminal for e in graph.executions()
         ):
-            graph.transition_job(
-                JobStatus.CANCELED if graph.status is JobStatus.CANCELLING else JobStatus.FAILED
-            )
+            graph.transition_job(graph.status.ends_as)
             self._complete()
 
     def _final_commit_done(self, failure: str | None) -> None:
@@ -475,9 +480,7 @@ class Scheduler:
         self.checkpoints.stop("the job ended")
         graph = self.graph
         if not graph.status.is_globally_terminal:
-            graph.transition_job(
-                JobStatus.CANCELED if graph.status is JobStatus.CANCELLING else JobStatus.FAILED
-            )
+            graph.transition_job(graph.status.ends_as)
         if graph.status is not JobStatus.FINISHED:
             self._committer.abort(keep=self.checkpoints.retained())
         result = job_result(graph, self.details(), self._failure)
@@ -494,7 +497,3 @@ class Scheduler:
             self.restarts,
             self.checkpoints.counts["completed"],
         )
-
-
-def _describe(error: BaseException | None) -> str:
-    return f"{type(error).__name__}: {error}"

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import replace
 
+from millrace.errors import MillraceError, PipelineError, describe
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.source.split_enumerator import Boundedness, SplitEnumerator
 
@@ -67,8 +68,19 @@ class SourceCoordinator:
         return len(fresh)
 
     def next_split(self, subtask_index: int, parallelism: int) -> NextInputSplit:
-        """RequestNextInputSplit of subtask ``subtask_index``."""
-        reply = self.enumerator.next_split(subtask_index, parallelism)
+        """RequestNextInputSplit of subtask ``subtask_index``.
+
+        Raises:
+            PipelineError: If the SplitEnumerator fails (the connector's error is its cause).
+        """
+        try:
+            reply = self.enumerator.next_split(subtask_index, parallelism)
+        except MillraceError:
+            raise
+        except Exception as error:  # the connector's code: translated here, its error chained
+            raise PipelineError(
+                f"the split enumerator failed: {describe(error)}", self.name
+            ) from error
         if reply.split is None:
             return replace(reply, more_expected=not self.bounded)
         position = self._positions.pop(reply.split.split_id, reply.split.start_position or 0)

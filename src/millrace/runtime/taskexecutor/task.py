@@ -14,13 +14,10 @@ import time
 import traceback
 from collections.abc import Callable
 
+from millrace.errors import TaskCancelledError
 from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
-from millrace.runtime.taskexecutor.task_environment import (
-    AbstractInvokable,
-    TaskCancelledError,
-    TaskEnvironment,
-)
+from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
 
 __all__ = ["Task", "load_invokable", "root_cause"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from millrace.config import Configuration
-from millrace.errors import JobCancelledError
+from millrace.errors import TaskCancelledError
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.runtime.executiongraph import IOMetrics
@@ -24,17 +24,9 @@ from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.io.partition_events import PartitionEvent
 
-__all__ = ["AbstractInvokable", "CheckpointResponder", "TaskCancelledError", "TaskEnvironment"]
+__all__ = ["AbstractInvokable", "CheckpointResponder", "TaskEnvironment"]
 
 _SPARK_WAIT_STEP = 0.2  # seconds between cancellation checks while Spark starts
-
-
-class TaskCancelledError(JobCancelledError):
-    """Raised inside a task whose cancellation was requested."""
-
-    def __init__(self, task_name: str) -> None:
-        self.task_name = task_name
-        Exception.__init__(self, f"task {task_name} was cancelled")
 
 
 class CheckpointResponder(Protocol):

@@ -160,10 +160,9 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         return stopped
 
     def _release_all_partitions(self, stopped: Future[None] | None) -> None:
-        for partition in self._partitions.values():
-            partition.release(
-                lambda f: _fail_pull(f, PartitionNotFoundError("released: TaskManager stopped"))
-            )
+        for partition_id, partition in self._partitions.items():
+            error = PartitionNotFoundError(partition_id, "released: the TaskManager stopped")
+            partition.release(functools.partial(_fail_pull, error=error))
         self._partitions.clear()
         if stopped is not None:
             stopped.set_result(None)
@@ -488,7 +487,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
 
     def release_partitions(self, job_id: JobId) -> None:
         for pid in [p for p, part in self._partitions.items() if part.job_id == job_id]:
-            error = PartitionNotFoundError(pid)
+            error = PartitionNotFoundError(pid, f"released with job {job_id}")
             self._partitions.pop(pid).release(functools.partial(_fail_pull, error=error))
 
 

@@ -1,7 +1,10 @@
-"""Race-tolerant helpers for ``concurrent.futures.Future`` (package-private).
+"""Race-tolerant helpers for ``concurrent.futures.Future`` (Flink's FutureUtils).
 
 Several parties may complete the same future (an endpoint replying, the timer failing it with a
 timeout, a caller cancelling it); the first one wins and the others are ignored.
+
+Threading:
+    Any thread.
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from typing import Any, TypeVar
+
+__all__ = ["all_of", "chain", "complete", "fail", "transfer"]
 
 T = TypeVar("T")
 
