@@ -13,12 +13,10 @@ import pytest
 
 from millrace.clock import ManualClock
 from millrace.errors import CheckpointError
-from millrace.runtime.checkpoint.checkpoint_coordinator import (
-    CheckpointCoordinator,
-    CheckpointTarget,
-)
+from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointCoordinator
 from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.pending_checkpoint import CheckpointTarget
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.input_split import InputSplit, SplitState
 from millrace.runtime.jobgraph import JobGraph, JobVertex

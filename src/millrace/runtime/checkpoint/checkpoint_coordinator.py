@@ -30,9 +30,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from millrace.errors import CheckpointError, describe
@@ -45,7 +43,8 @@ from millrace.runtime.checkpoint.checkpoint_storage import (
     SinkCommit,
     VertexState,
 )
-from millrace.runtime.checkpoint.pending_sink_commits import CarriedSinkData, PendingSinkCommits
+from millrace.runtime.checkpoint.pending_checkpoint import CheckpointTarget, PendingCheckpoint
+from millrace.runtime.checkpoint.pending_sink_commits import PendingSinkCommits
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.input_split import SplitState
 from millrace.runtime.jobgraph import JobGraph
@@ -58,24 +57,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CheckpointTarget:
-    """One task a checkpoint waits for.
-
-    Attributes:
-        attempt_id: The running attempt.
-        vertex_id: Its JobVertex.
-        subtask_index: Its subtask.
-        trigger: For a source task, sends it ``trigger_checkpoint(checkpoint_id, timestamp_ms)``
-            and returns the TaskExecutor's reply; None for the others (they get barriers).
-    """
-
-    attempt_id: ExecutionAttemptId
-    vertex_id: JobVertexId
-    subtask_index: int
-    trigger: Callable[[int, int], Future[Any]] | None = None
 
 
 class CheckpointCoordinatorContext(Protocol):
@@ -98,22 +79,6 @@ class CheckpointCoordinatorContext(Protocol):
         """Restored splits of a source vertex not yet handed to a subtask, at their restored
         positions (empty for other vertices)."""
         ...
-
-
-@dataclass
-class _PendingCheckpoint:
-    checkpoint_id: int
-    timestamp_ms: int
-    started: float
-    is_savepoint: bool
-    savepoint_target: str | None
-    targets: dict[ExecutionAttemptId, CheckpointTarget]
-    unassigned: dict[JobVertexId, tuple[SplitState, ...]] = field(default_factory=dict)
-    acks: dict[ExecutionAttemptId, TaskStateSnapshot] = field(default_factory=dict)
-    future: Future[CheckpointMetadata] = field(default_factory=Future)
-    finalizing: bool = False
-    timeout_handle: Any = None
-    carried: CarriedSinkData = field(default_factory=dict)
 
 
 class CheckpointCoordinator:
@@ -150,7 +115,7 @@ class CheckpointCoordinator:
         self._io = io_executor
         self._context = context
         self._next_id = 1
-        self._pending: dict[int, _PendingCheckpoint] = {}
+        self._pending: dict[int, PendingCheckpoint] = {}
         self._completed: deque[CheckpointMetadata] = deque()
         self._restored: CheckpointMetadata | None = None
         self._running = False
@@ -240,7 +205,7 @@ class CheckpointCoordinator:
             raise CheckpointError(f"job {self._job.name}: not every task is RUNNING")
         checkpoint_id = self._next_id
         self._next_id += 1
-        pending = _PendingCheckpoint(
+        pending = PendingCheckpoint(
             checkpoint_id,
             round(self._clock.time() * 1000),
             self._clock.monotonic(),
@@ -256,7 +221,7 @@ class CheckpointCoordinator:
         pending.timeout_handle = self._schedule(
             lambda: self._expire(checkpoint_id), self.settings.timeout
         )
-        logger.info("job %s: triggering %s %d", self._job.name, _kind(pending), checkpoint_id)
+        logger.info("job %s: triggering %s %d", self._job.name, pending.kind, checkpoint_id)
         for target in targets:
             if target.trigger is not None:
                 sent = target.trigger(checkpoint_id, pending.timestamp_ms)
@@ -309,7 +274,7 @@ class CheckpointCoordinator:
         if pending is not None and not pending.finalizing and attempt_id in pending.targets:
             self._abort(pending, f"declined by {attempt_id[:8]}: {reason}")
 
-    def _finalize(self, pending: _PendingCheckpoint) -> None:
+    def _finalize(self, pending: PendingCheckpoint) -> None:
         pending.finalizing = True
         if pending.timeout_handle is not None:
             pending.timeout_handle.cancel()
@@ -350,7 +315,7 @@ class CheckpointCoordinator:
 
     def _written(
         self,
-        pending: _PendingCheckpoint,
+        pending: PendingCheckpoint,
         writing: Future[tuple[CheckpointMetadata, CheckpointMetadata | None]],
     ) -> None:
         self._pending.pop(pending.checkpoint_id, None)
@@ -374,7 +339,7 @@ class CheckpointCoordinator:
         logger.info(
             "job %s: %s %d complete in %d ms (%d bytes of state) at %s",
             self._job.name,
-            _kind(pending),
+            pending.kind,
             pending.checkpoint_id,
             duration_ms,
             shown.state_size_bytes,
@@ -383,7 +348,7 @@ class CheckpointCoordinator:
         self._context.checkpoint_completed(checkpoint)
         pending.future.set_result(shown)
 
-    def _abort(self, pending: _PendingCheckpoint, reason: str) -> None:
+    def _abort(self, pending: PendingCheckpoint, reason: str) -> None:
         self._pending.pop(pending.checkpoint_id, None)
         if pending.timeout_handle is not None:
             pending.timeout_handle.cancel()
@@ -395,7 +360,7 @@ class CheckpointCoordinator:
         logger.warning(
             "job %s: %s %d aborted: %s",
             self._job.name,
-            _kind(pending),
+            pending.kind,
             pending.checkpoint_id,
             reason,
         )
@@ -403,7 +368,7 @@ class CheckpointCoordinator:
         self._io.submit(self.storage.discard_directory, directory)
         if not pending.future.done():
             pending.future.set_exception(
-                CheckpointError(f"{_kind(pending)} {pending.checkpoint_id} aborted: {reason}")
+                CheckpointError(f"{pending.kind} {pending.checkpoint_id} aborted: {reason}")
             )
 
     def complete_final(
@@ -504,7 +469,3 @@ class CheckpointCoordinator:
         """Delete every retained checkpoint (the job finished: they are no longer needed)."""
         while self._completed:
             self._io.submit(self.storage.discard, self._completed.popleft())
-
-
-def _kind(pending: _PendingCheckpoint) -> str:
-    return "savepoint" if pending.is_savepoint else "checkpoint"

@@ -33,7 +33,7 @@ from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.types import ExecutionAttemptId, JobVertexId
 
 if TYPE_CHECKING:
-    from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointTarget
+    from millrace.runtime.checkpoint.pending_checkpoint import CheckpointTarget
 
 __all__ = ["CarriedSinkData", "PendingSinkCommits"]
 

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
-from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointTarget
+from millrace.runtime.checkpoint.pending_checkpoint import CheckpointTarget
 from millrace.runtime.deployment import TaskOperationResult
 from millrace.runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, JobStatus
 from millrace.runtime.job_result import (

@@ -32,12 +32,10 @@ from concurrent.futures import Executor, Future
 from millrace.config import Configuration, ExecutionOptions
 from millrace.errors import ExecutionGraphError, describe
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
-from millrace.runtime.checkpoint.checkpoint_coordinator import (
-    CheckpointCoordinator,
-    CheckpointTarget,
-)
+from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointCoordinator
 from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.pending_checkpoint import CheckpointTarget
 from millrace.runtime.checkpoint.state_assignment import StateAssignment
 from millrace.runtime.deployment import TaskExecutionState
 from millrace.runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, JobStatus
