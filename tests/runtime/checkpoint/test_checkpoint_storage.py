@@ -136,3 +136,6 @@ def test_directories_are_used_as_named_whatever_their_last_character(tmp_path, l
     assert storage.read(f"{directory}/_metadata") == written
     savepoint = storage.write_savepoint(written, None)
     assert Path(savepoint.location).parent == Path(target)
+    moved = Path(f"{tmp_path}/moved-{last}")  # a savepoint moves to any directory name
+    Path(savepoint.location).rename(moved)
+    assert storage.read(f"{moved}/_metadata").location == str(moved)
