@@ -541,6 +541,17 @@ def test_stopping_twice_is_fine_and_leaves_no_timer(job) -> None:
     assert job.due == []
 
 
+def test_a_periodic_trigger_already_queued_when_the_coordinator_stopped_does_nothing(
+    job,
+) -> None:
+    job.timers_cancellable = False  # the periodic run was in the mailbox when stop() ran
+    job.coordinator.start()
+    job.coordinator.stop("failover")
+    job.advance(1.0)
+    job.coordinator.stop("the job ended")
+    assert job.triggered == [] and job.coordinator.history() == []
+
+
 def test_a_checkpoint_that_ended_leaves_no_timer_behind(job) -> None:
     job.coordinator.trigger()
     job.ack_all(1)
