@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-quick data lint clean
+.PHONY: demo test test-quick data lint mutation clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -37,5 +37,18 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Mutation testing (docs/testing.md): not part of CI; mutmut comes from the `mutation` extra.
+# `make mutation` is a fresh run of every mutant (about an hour here, one worker);
+# MUTATION_ARGS="report" prints the last run's summary, MUTATION_ARGS="run NAME..." re-tests some.
+MUTATION_STAMP := $(VENV)/.mutation-stamp
+MUTATION_ARGS ?=
+
+$(MUTATION_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,mutation]'
+	touch $(MUTATION_STAMP)
+
+mutation: $(MUTATION_STAMP)
+	$(BIN)/python scripts/mutation.py $(MUTATION_ARGS)
+
 clean:
-	rm -rf out .millrace
+	rm -rf out .millrace mutants

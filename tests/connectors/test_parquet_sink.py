@@ -4,8 +4,12 @@ retained checkpoints keep; overwrite and append modes."""
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -62,8 +66,9 @@ def test_a_staged_file_lost_before_its_commit_fails_the_commit_naming_it(tmp_pat
     Path(staged).unlink()
     with pytest.raises(CheckpointError, match="is gone"):
         sink.commit(JOB, 4, [staged])
-    with pytest.raises(CheckpointError, match="missing at pre-commit"):
+    with pytest.raises(CheckpointError, match="missing at pre-commit") as missing:
         sink.pre_commit(JOB, 4, [staged])
+    assert sink.describe() in str(missing.value)
 
 
 def test_an_empty_table_stages_nothing(tmp_path) -> None:
@@ -120,3 +125,83 @@ def test_an_unknown_mode_is_refused() -> None:
 def test_a_relative_path_is_made_absolute(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert ParquetSink("out").path == str(tmp_path / "out")
+
+
+def test_staged_files_are_hidden_from_readers_of_the_output_directory(tmp_path) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out))
+    sink.initialize_global(JOB)
+    staged = sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending
+    assert staged is not None
+    assert pq.read_table(out).num_rows == 0  # pyarrow (as Spark) skips "." and "_" paths
+    sink.commit(JOB, 1, [staged])
+    assert pq.read_table(out).to_pylist() == [{"carrier": "AA", "flights": 3}]
+
+
+def test_abort_leaves_the_output_directory_as_the_commits_left_it(tmp_path) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out))
+    sink.initialize_global(JOB)
+    committed = sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending
+    sink.commit(JOB, 1, [committed or ""])
+    output = sorted(["_SUCCESS", *(p.name for p in out.glob("part-*"))])
+    sink.write(delays(("UA", 2)), JOB, 0, 1, ATTEMPT)
+    sink.write(delays(("B6", 3)), JOB, 1, 0, OTHER)
+    sink.abort(JOB)
+    assert sorted(p.name for p in out.iterdir()) == output  # nothing staged is left behind
+    assert visible(out) == [("AA", 1)]
+
+
+def test_a_job_starting_again_drops_what_its_earlier_run_staged(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "out"), mode="append")
+    sink.initialize_global(JOB)
+    sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT)
+    other = sink.write(delays(("UA", 2)), "f" * 32, 0, 0, ATTEMPT).pending
+    sink.initialize_global(JOB)  # the same job prepared again (a JobManager took it over)
+    assert sink.pending(JOB, {ATTEMPT}) == []
+    assert sink.pending("f" * 32, {ATTEMPT}) == [other]  # another job's staging is its own
+
+
+def test_a_write_that_fails_half_way_hides_nothing_and_leaves_nothing_after_abort(
+    tmp_path, monkeypatch
+) -> None:
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    sink = ParquetSink(str(tmp_path / "out"))
+    sink.initialize_global(JOB)
+    staged = sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending
+    union = pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [pa.array([1])])
+    with pytest.raises(pa.ArrowNotImplementedError):  # Parquet has no union type
+        sink.write(pa.table({"u": union}), JOB, 0, 1, ATTEMPT)
+    assert sink.pending(JOB, {ATTEMPT}) == [staged]  # the broken write's remains are no file
+    sink.abort(JOB)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+    assert list(workdir.iterdir()) == []
+
+
+@pytest.fixture
+def memory_root() -> Iterator[str]:
+    """A directory of fsspec's in-memory file system (a non-local fsspec URL), removed after."""
+    root = f"memory://millrace-test-{uuid.uuid4().hex[:8]}"
+    yield root
+    fs = fsspec.filesystem("memory")
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+def test_the_two_phase_commit_works_on_a_non_local_fsspec_file_system(memory_root) -> None:
+    fs = fsspec.filesystem("memory")
+    out = f"{memory_root}/out"
+    sink = ParquetSink(out, mode="overwrite")
+    sink.initialize_global(JOB)
+    first = sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending
+    second = sink.write(delays(("UA", 2)), JOB, 0, 1, ATTEMPT).pending
+    assert sink.pending(JOB, {ATTEMPT}) == sorted([first, second])
+    sink.pre_commit(JOB, 1, [first or ""])
+    sink.commit(JOB, 1, [first or ""])
+    sink.abort(JOB)
+    names = sorted(os.path.basename(p) for p in fs.ls(out, detail=False))
+    assert names == ["_SUCCESS", f"part-{JOB[:8]}-00000-{ATTEMPT[:8]}-000000.parquet"]
+    ParquetSink(out).initialize_global("a-later-job")  # overwrite: the earlier output goes
+    assert fs.ls(out, detail=False) == []

@@ -10,15 +10,19 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import pickle
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import fsspec
 import psycopg
 import pyarrow as pa
 import pytest
 
 from millrace import PostgresSink
+from millrace.connectors.postgres_sink import _first_line
 from millrace.errors import CheckpointError, PipelineError
-from tests.postgres_server import PostgresServer
+from tests.postgres_server import PostgresServer, free_port
 
 JOB = "0123456789abcdef0123456789abcdef"
 ATTEMPT = "attempt-aaaaaaaa"
@@ -161,7 +165,7 @@ def test_a_commit_with_a_lost_staged_file_leaves_nothing(postgres_conninfo, tmp_
     lost = sink.write(delays(("UA", 5)), JOB, 0, 1, ATTEMPT).pending
     Path(lost).unlink()
 
-    with pytest.raises(CheckpointError, match="is gone"):
+    with pytest.raises(CheckpointError, match=f"{lost} of commit 1 of job {JOB} is gone"):
         sink.commit(JOB, 1, [present, lost])
 
     with psycopg.connect(postgres_conninfo) as conn:  # rolled back: no table, no marker rows
@@ -258,7 +262,132 @@ def test_data_that_does_not_fit_the_table_fails_the_commit_naming_the_sink(
     assert markers(postgres_conninfo) == []
 
 
+@pytest.mark.slow
+def test_a_schema_qualified_table_name_is_taken_literally(postgres_conninfo, tmp_path) -> None:
+    with psycopg.connect(postgres_conninfo) as conn:
+        conn.execute("CREATE SCHEMA flights")
+    sink = PostgresSink(postgres_conninfo, "flights.Daily.v2", staging=str(tmp_path / "staging"))
+    sink.initialize_global(JOB)
+    sink.commit(JOB, 1, [sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending])
+
+    # schema "flights", table "Daily.v2": the first dot separates them, the rest is the name
+    assert rows_of(postgres_conninfo, 'SELECT carrier, flights FROM flights."Daily.v2"') == [
+        ("AA", 3)
+    ]
+
+
+@pytest.mark.slow
+def test_ddl_creates_the_table_when_the_job_starts(postgres_conninfo, tmp_path) -> None:
+    ddl = "CREATE TABLE delays (carrier text NOT NULL, flights bigint NOT NULL)"
+    sink_of(postgres_conninfo, tmp_path, ddl=ddl).initialize_global(JOB)
+
+    with psycopg.connect(postgres_conninfo) as conn:  # before any commit: readers find it
+        assert conn.execute("SELECT to_regclass('delays')").fetchone() == ("delays",)
+        assert conn.execute("SELECT count(*) FROM delays").fetchone() == (0,)
+
+
 # Quick: no server ---------------------------------------------------------------------------
+
+
+def test_a_database_error_is_named_by_its_first_line_or_else_its_type() -> None:
+    assert _first_line(psycopg.OperationalError("server closed\nDETAIL: more")) == "server closed"
+    assert _first_line(psycopg.OperationalError("")) == "OperationalError"
+
+
+@pytest.mark.parametrize(
+    ("table", "marker"), [("", "millrace_sink_commits"), ("delays", ""), ("", "")]
+)
+def test_a_table_and_a_marker_table_name_are_required(table: str, marker: str) -> None:
+    with pytest.raises(ValueError, match="PostgresSink needs a table name"):
+        PostgresSink("dbname=x", table, marker_table=marker)
+
+
+def test_the_connect_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="connect_timeout must be positive, got 0"):
+        PostgresSink("dbname=x", "t", connect_timeout=0)
+    assert PostgresSink("dbname=x", "t", connect_timeout=0.5).connect_timeout == 0.5
+
+
+@pytest.mark.parametrize(
+    ("conninfo", "server"),
+    [
+        ("dbname=flights", "localhost:5432/flights"),
+        ("hostaddr=10.0.0.7 port=6000", "10.0.0.7:6000/(default)"),
+        ("host=db user=u password=secret", "db:5432/(default)"),
+        ("postgresql://u@h:6001/flights", "h:6001/flights"),
+        ("not a conninfo", "an unparsable conninfo"),
+    ],
+)
+def test_describe_names_the_server_with_libpqs_defaults(conninfo: str, server: str) -> None:
+    assert PostgresSink(conninfo, "t").describe() == f"postgresql table t at {server}"
+
+
+def test_pre_commit_checks_the_staged_files_and_names_the_sink(tmp_path) -> None:
+    sink = PostgresSink("dbname=x", "delays", staging=str(tmp_path / "staging"))
+    staged = sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending
+    assert staged is not None
+    sink.pre_commit(JOB, 1, [staged])
+    Path(staged).unlink()
+
+    with pytest.raises(CheckpointError, match="missing at pre-commit") as missing:
+        sink.pre_commit(JOB, 1, [staged])
+    assert sink.describe() in str(missing.value)
+
+
+def test_an_empty_table_stages_nothing(tmp_path) -> None:
+    sink = PostgresSink("dbname=x", "delays", staging=str(tmp_path / "staging"))
+    written = sink.write(delays(), JOB, 0, 0, ATTEMPT)
+    assert (written.rows, written.pending) == (0, None)
+    assert staged_files(tmp_path) == []
+
+
+def test_each_sink_stages_apart_and_abort_leaves_no_directory_behind(tmp_path) -> None:
+    staging = str(tmp_path / "staging")
+    mine = PostgresSink("host=a dbname=x", "delays", staging=staging)
+    same_id_other_db = PostgresSink("host=a dbname=y", "delays", staging=staging)
+    slashed = PostgresSink("host=a dbname=x", "delays", staging=staging, sink_id="daily/v2")
+    kept = []
+    for sink in (mine, same_id_other_db, slashed):
+        kept.append(sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending)
+
+    mine.abort(JOB)
+    slashed.abort(JOB)
+
+    assert mine.pending(JOB, {ATTEMPT}) == slashed.pending(JOB, {ATTEMPT}) == []
+    assert same_id_other_db.pending(JOB, {ATTEMPT}) == [kept[1]]
+    assert len(list((tmp_path / "staging").iterdir())) == 1  # only the other database's
+
+
+@pytest.fixture
+def memory_staging() -> Iterator[str]:
+    """A staging directory on fsspec's in-memory file system, removed after the test."""
+    root = f"memory://millrace-test-{uuid.uuid4().hex[:8]}"
+    yield root
+    fs = fsspec.filesystem("memory")
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+def test_staging_works_on_a_non_local_fsspec_file_system(memory_staging) -> None:
+    sink = PostgresSink("dbname=x", "delays", staging=memory_staging)
+    kept = sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending
+    sink.write(delays(("UA", 2)), JOB, 0, 1, ATTEMPT)
+    sink.pre_commit(JOB, 1, [kept or ""])
+
+    sink.abort(JOB, keep=[kept or ""])
+    assert sink.pending(JOB, {ATTEMPT}) == [kept]
+    sink.abort(JOB)
+    assert fsspec.filesystem("memory").ls(memory_staging, detail=False) == []
+
+
+def test_preparing_a_job_without_its_database_fails_naming_the_sink_and_the_job(
+    tmp_path,
+) -> None:
+    conninfo = f"host=127.0.0.1 port={free_port()} dbname=x user=postgres"  # nobody listens
+    sink = PostgresSink(conninfo, "delays", staging=str(tmp_path / "staging"))
+
+    with pytest.raises(CheckpointError, match=f"preparing job {JOB} failed: cannot connect"):
+        sink.initialize_global(JOB)
 
 
 def test_sink_pickles_and_hides_the_conninfo(tmp_path) -> None:
@@ -278,6 +407,18 @@ def test_sink_pickles_and_hides_the_conninfo(tmp_path) -> None:
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode"):
         PostgresSink("dbname=x", "t", mode="upsert")
+
+
+def test_the_refusal_of_columns_without_a_postgres_type_names_them_and_the_fix(tmp_path) -> None:
+    sink = PostgresSink("dbname=x", "t", staging=str(tmp_path))
+    table = pa.table({"tags": pa.array([["a"]]), "ok": [1], "pairs": pa.array([{"k": 1}])})
+
+    with pytest.raises(PipelineError) as refused:
+        sink.write(table, JOB, 0, 0, ATTEMPT)
+    message = str(refused.value)
+    assert message.startswith(sink.describe()) and "tags" in message and "pairs" in message
+    assert "ok" not in message.split("column(s)")[1]
+    assert "cast them in a transform before the sink" in message
 
 
 def test_a_column_without_a_postgres_type_fails_the_write(tmp_path) -> None:

@@ -6,18 +6,27 @@ The JobMaster's main thread, its I/O executor and its scheduled runs are played 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from millrace.clock import ManualClock
-from millrace.errors import CheckpointError
+from millrace.errors import CheckpointError, RecipientUnreachableError
 from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointCoordinator
+from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
 from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
-from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.checkpoint_storage import (
+    CheckpointMetadata,
+    CheckpointStorage,
+    task_state_path,
+)
 from millrace.runtime.checkpoint.pending_checkpoint import CheckpointTarget
-from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
+from millrace.runtime.deployment import TaskOperationResult
 from millrace.runtime.io.input_split import InputSplit, SplitState
 from millrace.runtime.jobgraph import JobGraph, JobVertex
 from millrace.testing import ManuallyTriggeredMainThreadExecutor
@@ -32,6 +41,44 @@ class InlineExecutor(Executor):
         except Exception as error:
             future.set_exception(error)
         return future
+
+
+class ManualExecutor(Executor):
+    """An I/O executor whose work runs only when the test says (``run_all``)."""
+
+    def __init__(self) -> None:
+        self.queued: list[tuple[Future[Any], Callable[[], Any]]] = []
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        future: Future[Any] = Future()
+        self.queued.append((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def run_all(self) -> None:
+        while self.queued:
+            future, work = self.queued.pop(0)
+            try:
+                future.set_result(work())
+            except Exception as error:
+                future.set_exception(error)
+
+
+class MailboxExecutor(ManuallyTriggeredMainThreadExecutor):
+    """The testing kit's main thread, with timers that can be made uncancellable: with
+    ``cancellable`` False a cancelled run still runs, as one already in the mailbox would."""
+
+    cancellable = True
+
+    def schedule(self, fn: Callable[[], object], delay: float) -> Any:
+        inner = super().schedule(fn, delay)
+        outer = self
+
+        class Handle:
+            def cancel(self) -> None:
+                if outer.cancellable:
+                    inner.cancel()
+
+        return Handle()
 
 
 class Settled:
@@ -59,11 +106,14 @@ class Job:
     """Plays the JobMaster: its tasks, its main thread (the testing kit's manually triggered
     executor on a ManualClock), the completed checkpoints."""
 
-    def __init__(self, tmp_path, **settings: Any) -> None:
-        self.main_thread = ManuallyTriggeredMainThreadExecutor(ManualClock(1000.0))
+    def __init__(self, tmp_path, executor: Executor | None = None, **settings: Any) -> None:
+        self.main_thread = MailboxExecutor(ManualClock(1000.0))
         self.clock = self.main_thread.clock
         self.running = True
         self.triggered: list[tuple[str, int]] = []
+        self.trigger_timestamps: list[int] = []  # what the sources were told, epoch ms
+        self.trigger_times: dict[int, float] = {}  # checkpoint id -> clock when triggered
+        self.trigger_replies: dict[str, Callable[[], Future[Any]]] = {}  # attempt -> reply
         self.completed: list[CheckpointMetadata] = []
         self.unassigned: tuple[SplitState, ...] = ()  # the SourceCoordinator's held splits
         source = JobVertex("source", 2, "m:S", (), True, "src")
@@ -75,7 +125,7 @@ class Job:
                 CheckpointSettings(**{"interval": 1.0, **settings}),
                 CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp")),
                 self.main_thread,
-                InlineExecutor(),
+                InlineExecutor() if executor is None else executor,
                 self,
             ),
             self.main_thread,
@@ -86,8 +136,13 @@ class Job:
 
     def trigger(self, attempt: str, checkpoint_id: int, timestamp_ms: int) -> Future[Any]:
         self.triggered.append((attempt, checkpoint_id))
-        done: Future[Any] = Future()
-        done.set_result(None)
+        self.trigger_timestamps.append(timestamp_ms)
+        self.trigger_times[checkpoint_id] = self.clock.monotonic()
+        reply = self.trigger_replies.get(attempt)
+        if reply is not None:
+            return reply()
+        done: Future[Any] = Future()  # as the TaskExecutor answers trigger_checkpoint
+        done.set_result(TaskOperationResult(ExecutionAttemptId(attempt), True))
         return done
 
     def checkpoint_targets(self) -> list[CheckpointTarget] | None:
@@ -293,10 +348,13 @@ def test_carried_sink_data_survives_a_metadata_write_that_fails(job, monkeypatch
     for attempt in ("s0", "s1"):
         job.coordinator.acknowledge(ExecutionAttemptId(attempt), 2, TaskStateSnapshot())
     assert job.completed == [] and job.coordinator.carried_sink_handles() == 2
+    failure = job.coordinator.history()[-1].failure
+    assert "writing the metadata failed: OSError: disk full" in failure
     monkeypatch.setattr(job.coordinator.storage, "write", real_write)
     job.advance(1.0)
     job.ack_all(3)
     assert committed_handles(job.completed[-1]) == ["a", "b"]
+    assert job.completed[-1].sink_pending() == {("win", 1): ["a", "b"]}
 
 
 def test_a_checkpoint_names_the_earlier_commits_not_confirmed_yet(job) -> None:
@@ -364,3 +422,300 @@ def test_the_final_checkpoint_finishes_every_split_and_owes_the_last_staged_data
     ]
     assert job.coordinator.retained()[-1] == final  # kept if its commit fails for good
     assert job.coordinator.storage.read(final.location) == final
+
+
+def done_with(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future
+
+
+def failed_with(error: BaseException) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_exception(error)
+    return future
+
+
+def test_a_new_coordinator_has_no_checkpoint_and_cannot_trigger_before_every_task_runs(
+    job,
+) -> None:
+    assert job.coordinator.latest is None
+    job.running = False
+    with pytest.raises(CheckpointError, match="job job: not every task is RUNNING"):
+        job.coordinator.trigger()
+
+
+def test_the_history_shows_each_checkpoint_in_progress_then_completed_or_failed(
+    job, tmp_path
+) -> None:
+    state = tmp_path / "w0.parquet"
+    state.write_bytes(b"rows")
+    done = job.coordinator.trigger()  # the clock reads 1000.000 s
+    assert job.coordinator.history() == [CheckpointRecord(1, "IN_PROGRESS", False, 1_000_000)]
+    assert job.trigger_timestamps == [1_000_000, 1_000_000]  # the sources' barriers carry it
+    job.advance(2.5)
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 1, TaskStateSnapshot())
+    handle = KeyedStateHandle(str(state), 0, 127, rows=10, size_bytes=4096)
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, TaskStateSnapshot((handle,)))
+    done.result(0)
+    job.advance(0.5)
+    job.coordinator.trigger(is_savepoint=True, savepoint_target=str(tmp_path / "mine"))
+    job.advance(1.0)
+    job.coordinator.decline(ExecutionAttemptId("s1"), 2, "source closed")
+    location = str(tmp_path / "chk" / "job-1" / "chk-1")
+    reason = "declined by s1: source closed"
+    assert job.coordinator.history() == [
+        CheckpointRecord(1, "COMPLETED", False, 1_000_000, 2500, 4096, location),
+        CheckpointRecord(2, "FAILED", True, 1_003_000, 1000, 0, "", reason),
+    ]
+
+
+def test_the_history_keeps_the_newest_ten_checkpoints(tmp_path) -> None:
+    job = Job(tmp_path, max_concurrent=20)
+    for _ in range(11):
+        job.coordinator.trigger()
+    assert [r.checkpoint_id for r in job.coordinator.history()] == list(range(2, 12))
+    job.ack_all(11)
+    job.ack_all(1)
+    history = job.coordinator.history()
+    assert [(r.checkpoint_id, r.status) for r in history] == [
+        *((i, "IN_PROGRESS") for i in range(3, 11)),
+        (11, "COMPLETED"),
+        (1, "COMPLETED"),
+    ]
+
+
+def test_counts_add_up_completed_and_failed_checkpoints(job) -> None:
+    for checkpoint_id in (1, 2):
+        job.coordinator.trigger()
+        job.ack_all(checkpoint_id)
+    for checkpoint_id in (3, 4):
+        job.coordinator.trigger()
+        job.coordinator.decline(ExecutionAttemptId("w0"), checkpoint_id, "no")
+    job.coordinator.complete_final({}, {}).result(0)
+    assert job.coordinator.counts == {"completed": 3, "failed": 2}
+
+
+def test_an_aborted_savepoint_or_checkpoint_says_which_it_was(job, tmp_path) -> None:
+    savepoint = job.coordinator.trigger(is_savepoint=True, savepoint_target=str(tmp_path / "sp"))
+    job.coordinator.decline(ExecutionAttemptId("w0"), 1, "no room")
+    with pytest.raises(CheckpointError, match=r"^savepoint 1 aborted: declined by w0: no room$"):
+        savepoint.result(0)
+    checkpoint = job.coordinator.trigger()
+    job.coordinator.decline(ExecutionAttemptId("w0"), 2, "no room")
+    with pytest.raises(CheckpointError, match=r"^checkpoint 2 aborted: declined by w0: no room$"):
+        checkpoint.result(0)
+
+
+def test_an_aborted_checkpoint_is_logged_as_a_warning_with_its_reason(job, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="millrace.runtime.checkpoint"):
+        job.coordinator.trigger()
+        job.coordinator.decline(ExecutionAttemptId("s1"), 1, "source closed")
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "job job:" in warning and "checkpoint 1" in warning
+    assert "declined by s1: source closed" in warning
+
+
+def test_a_trigger_that_cannot_be_delivered_declines_the_checkpoint(job) -> None:
+    gone = RecipientUnreachableError("tcp://127.0.0.1:6122/taskmanager-1", "connection refused")
+    job.trigger_replies["s1"] = lambda: failed_with(gone)
+    done = job.coordinator.trigger()
+    with pytest.raises(CheckpointError, match=r"declined by s1: trigger not delivered: .*refused"):
+        done.result(0)
+
+
+def test_a_trigger_the_task_executor_refuses_declines_the_checkpoint(job) -> None:
+    refusal = TaskOperationResult(ExecutionAttemptId("s0"), False, "no such task on tm-1")
+    job.trigger_replies["s0"] = lambda: done_with(refusal)
+    done = job.coordinator.trigger()
+    with pytest.raises(
+        CheckpointError, match=r"declined by s0: trigger not delivered: no such task on tm-1$"
+    ):
+        done.result(0)
+
+
+def test_min_pause_holds_the_next_periodic_checkpoint_back(tmp_path) -> None:
+    job = Job(tmp_path, min_pause=1.5)
+    job.coordinator.start()
+    job.advance(1.5)  # checkpoint 1 is triggered at 1001.0
+    job.ack_all(1)  # and completes at 1001.5: none before 1003.0
+    job.advance(3.0)
+    assert job.trigger_times == {1: 1001.0, 2: 1003.0}
+
+
+def test_interval_zero_schedules_nothing_but_savepoints_still_work(tmp_path) -> None:
+    job = Job(tmp_path, interval=0.0)
+    job.coordinator.start()
+    assert job.main_thread.scheduled == 0
+    done = job.coordinator.trigger(is_savepoint=True, savepoint_target=str(tmp_path / "sp"))
+    job.ack_all(1)
+    assert done.result(0).is_savepoint
+
+
+def test_stopping_twice_is_fine_and_leaves_no_timer(job) -> None:
+    job.coordinator.start()
+    job.coordinator.stop("failover")
+    job.coordinator.stop("the job ended")
+    assert job.main_thread.scheduled == 0
+
+
+def test_a_periodic_trigger_already_queued_when_the_coordinator_stopped_does_nothing(
+    job,
+) -> None:
+    job.main_thread.cancellable = False  # the periodic run was in the mailbox when stop() ran
+    job.coordinator.start()
+    job.coordinator.stop("failover")
+    job.advance(1.0)
+    job.coordinator.stop("the job ended")
+    assert job.triggered == [] and job.coordinator.history() == []
+
+
+def test_a_checkpoint_that_ended_leaves_no_timer_behind(job) -> None:
+    job.coordinator.trigger()
+    job.ack_all(1)
+    job.coordinator.trigger()
+    job.coordinator.decline(ExecutionAttemptId("w0"), 2, "no")
+    assert job.main_thread.scheduled == 0  # neither checkpoint's timeout is scheduled any more
+
+
+def test_a_timeout_that_fires_after_its_checkpoint_completed_changes_nothing(tmp_path) -> None:
+    job = Job(tmp_path, timeout=5.0)
+    job.main_thread.cancellable = False  # the timeout's run was already in the mailbox
+    done = job.coordinator.trigger()
+    job.ack_all(1)
+    job.advance(6.0)
+    assert done.result(0).checkpoint_id == 1
+    assert [r.status for r in job.coordinator.history()] == ["COMPLETED"]
+
+
+def test_a_checkpoint_whose_metadata_is_being_written_is_neither_declined_nor_stopped(
+    tmp_path,
+) -> None:
+    io = ManualExecutor()
+    job = Job(tmp_path, executor=io, timeout=5.0)
+    job.main_thread.cancellable = False
+    done = job.coordinator.trigger()
+    job.ack_all(1)
+    assert job.coordinator.finalizing  # a restore waits for it (JobMaster)
+    job.coordinator.decline(ExecutionAttemptId("w0"), 1, "too late")
+    job.advance(6.0)  # its timeout, already queued, fires
+    job.coordinator.stop("failover")
+    io.run_all()
+    job.main_thread.trigger_all()
+    assert done.result(0).checkpoint_id == 1 and not job.coordinator.finalizing
+    assert job.completed == [done.result(0)]
+
+
+def test_acknowledgements_and_declines_not_of_the_checkpoints_tasks_are_ignored(job) -> None:
+    done = job.coordinator.trigger()
+    zombie = ExecutionAttemptId("w0-of-an-earlier-attempt")
+    job.coordinator.decline(zombie, 1, "a zombie")
+    job.coordinator.acknowledge(zombie, 1, TaskStateSnapshot())
+    job.coordinator.decline(ExecutionAttemptId("w0"), 7, "a checkpoint nobody triggered")
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 1, TaskStateSnapshot())
+    assert not done.done()
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, TaskStateSnapshot())
+    assert done.result(0).checkpoint_id == 1
+
+
+def test_an_aborted_checkpoint_deletes_the_state_its_tasks_wrote(job, tmp_path) -> None:
+    job.coordinator.trigger()
+    written = Path(task_state_path(str(tmp_path / "chk"), "job-1", 1, "win", 0, "0a1b2c3d4e5f"))
+    written.parent.mkdir(parents=True)
+    written.write_bytes(b"unfired windows")
+    job.coordinator.decline(ExecutionAttemptId("s0"), 1, "no")
+    assert not (tmp_path / "chk" / "job-1" / "chk-1").exists()
+
+
+def test_carried_sink_data_keeps_the_position_of_its_sink(job) -> None:
+    job.coordinator.start()
+    job.advance(1.0)
+    two_sinks = TaskStateSnapshot(sink_pending={1: ("a",), 2: ("p",)})
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, two_sinks)
+    job.coordinator.decline(ExecutionAttemptId("s0"), 1, "no")
+    job.advance(1.0)
+    for attempt in ("s0", "s1"):
+        job.coordinator.acknowledge(ExecutionAttemptId(attempt), 2, TaskStateSnapshot())
+    later = TaskStateSnapshot(sink_pending={2: ("q",), 3: ("r",)})
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 2, later)
+    assert job.completed[-1].sink_pending() == {
+        ("win", 1): ["a"],
+        ("win", 2): ["p", "q"],
+        ("win", 3): ["r"],
+    }
+
+
+def test_late_acknowledgements_count_for_the_sixteen_latest_aborted_checkpoints(
+    tmp_path,
+) -> None:
+    job = Job(tmp_path, max_concurrent=20)
+    for checkpoint_id in range(1, 18):
+        job.coordinator.trigger()
+        job.coordinator.decline(ExecutionAttemptId("s0"), checkpoint_id, "no")
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, staged("forgotten"))
+    job.coordinator.acknowledge(ExecutionAttemptId("w0"), 2, staged("late"))
+    assert job.coordinator.carried_sink_handles() == 1
+
+
+def test_a_completed_checkpoint_records_its_job_vertices_and_times(job) -> None:
+    done = job.coordinator.trigger()
+    job.advance(0.25)
+    job.ack_all(1)
+    metadata = done.result(0)
+    for m in (metadata, job.coordinator.storage.read(metadata.location)):
+        assert (m.job_id, m.job_name, m.max_parallelism, m.is_savepoint) == (
+            "job-1",
+            "job",
+            128,
+            False,
+        )
+        assert (m.timestamp_ms, m.completed_ms) == (1_000_000, 1_000_250)
+        assert [(v.vertex_id, v.name, v.parallelism) for v in m.vertices] == [
+            ("src", "source", 2),
+            ("win", "window", 1),
+        ]
+
+
+def test_the_final_checkpoint_is_a_retained_checkpoint_of_the_job(job, tmp_path) -> None:
+    job.advance(2.0)
+    written = job.coordinator.complete_final({JobVertexId("src"): ("f1",)}, {("win", 1): ("z",)})
+    final = written.result(0)
+    assert (final.job_id, final.job_name, final.max_parallelism, final.is_savepoint) == (
+        "job-1",
+        "job",
+        128,
+        False,
+    )
+    assert final.timestamp_ms == final.completed_ms == 1_002_000
+    assert [(v.name, v.parallelism) for v in final.vertices] == [("source", 2), ("window", 1)]
+    assert final.location == str(tmp_path / "chk" / "job-1" / "chk-1")
+    assert [(c.job_id, c.checkpoint_id) for c in final.commits()] == [("job-1", 1)]
+    assert job.coordinator.next_checkpoint_id == 2
+    assert job.coordinator.unconfirmed_commits == [1]
+    job.coordinator.commit_confirmed(final)
+    job.coordinator.commit_confirmed(final)  # a replayed commit is confirmed again
+    assert job.coordinator.unconfirmed_commits == []
+
+
+def test_a_final_checkpoint_that_cannot_be_written_fails_its_future(job, monkeypatch) -> None:
+    def broken(*args: Any) -> Any:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(job.coordinator.storage, "write", broken)
+    written = job.coordinator.complete_final({}, {})
+    with pytest.raises(OSError, match="disk full"):
+        written.result(0)
+    assert job.coordinator.retained() == []
+
+
+def test_discarding_the_retained_checkpoints_deletes_them(tmp_path) -> None:
+    job = Job(tmp_path, num_retained=2)
+    for checkpoint_id in (1, 2):
+        job.coordinator.trigger()
+        job.ack_all(checkpoint_id)
+    job.coordinator.discard_retained()
+    assert job.coordinator.retained() == []
+    assert not (tmp_path / "chk" / "job-1" / "chk-1").exists()
+    assert not (tmp_path / "chk" / "job-1" / "chk-2").exists()
