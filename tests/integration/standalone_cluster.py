@@ -131,6 +131,19 @@ class StandaloneCluster:
         response.raise_for_status()
         return response.json()
 
+    def job(self, job_id: str) -> dict[str, Any]:
+        """The job's REST view (``/jobs/{id}``), or ``{}`` while the Dispatcher does not know the
+        job (404): a submission is asynchronous, so the first polls can come before it arrives.
+
+        Raises:
+            httpx.HTTPError: Any other failure of the REST call.
+        """
+        response = httpx.get(f"http://127.0.0.1:{self.rest_port}/jobs/{job_id}", timeout=10)
+        if response.status_code == 404:
+            return {}
+        response.raise_for_status()
+        return response.json()
+
     def taskmanagers(self) -> list[dict[str, Any]]:
         """The TaskManagers registered at the ResourceManager, as REST shows them."""
         return self.rest("/taskmanagers")["taskmanagers"]

@@ -138,10 +138,7 @@ def run_with_kills(spark, tmp_path, broker, topic, conninfo, mode: str, seed: in
 
 
 def job(cluster: StandaloneCluster, job_id: str) -> dict:
-    try:
-        return cluster.rest(f"/jobs/{job_id}")
-    except Exception:
-        return {"state": "UNKNOWN", "restarts": 0, "vertices": []}
+    return cluster.job(job_id) or {"state": "UNKNOWN", "restarts": 0, "vertices": []}
 
 
 def running_again(cluster: StandaloneCluster, job_id: str, restarts: int) -> bool:

@@ -73,14 +73,14 @@ def test_sigkill_of_a_task_manager_mid_job_restarts_and_output_is_exact(
     with cluster.remote() as client:
         waiting = client.job_client.submit_job_wait(graph)
         cluster.wait_until(
-            lambda: cluster.rest(f"/jobs/{graph.job_id}")["splits-assigned"] >= 3,
+            lambda: cluster.job(graph.job_id).get("splits-assigned", 0) >= 3,
             what="three months read",
         )
         victim = busy_taskmanager(cluster)
         killed_at = time.monotonic()
         os.kill(cluster.pid_of(victim), signal.SIGKILL)
         restarted = cluster.wait_until(
-            lambda: cluster.rest(f"/jobs/{graph.job_id}")["restarts"] >= 1, what="a restart"
+            lambda: cluster.job(graph.job_id).get("restarts", 0) >= 1, what="a restart"
         )
         result = result_within(waiting, WAIT, what="the job's result after SIGKILL")
         print(
@@ -118,7 +118,7 @@ def test_sigstop_declares_a_task_manager_dead_moves_its_tasks_and_sigcont_brings
     with cluster.remote() as client:
         waiting = client.job_client.submit_job_wait(graph)
         cluster.wait_until(
-            lambda: cluster.rest(f"/jobs/{graph.job_id}")["splits-assigned"] >= 2,
+            lambda: cluster.job(graph.job_id).get("splits-assigned", 0) >= 2,
             what="two months read",
         )
         victim = busy_taskmanager(cluster)
@@ -172,7 +172,7 @@ def test_task_managers_outlive_a_killed_job_manager_and_join_its_successor(
     with cluster.remote() as client:
         client.job_client.submit_job_detached(graph).result(timeout=60)
         cluster.wait_until(
-            lambda: cluster.rest(f"/jobs/{graph.job_id}")["splits-assigned"] >= 2,
+            lambda: cluster.job(graph.job_id).get("splits-assigned", 0) >= 2,
             what="the job running",
         )
     os.kill(jobmanager.pid, signal.SIGKILL)
