@@ -79,6 +79,10 @@ class SlotPool:
     def add(self, slot: AllocatedSlot) -> None:
         self._slots.append(slot)
 
+    def holds(self, resource_id: ResourceId) -> bool:
+        """Whether a held slot is on TaskManager ``resource_id``."""
+        return any(s.resource_id == resource_id for s in self._slots)
+
     def slot_for(self, subtask_index: int) -> AllocatedSlot:
         """The slot subtask ``subtask_index`` of any vertex runs in (slot sharing).
 
