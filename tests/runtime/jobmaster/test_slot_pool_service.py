@@ -100,7 +100,7 @@ def job() -> Job:
 
 def accepted(reply: Future[list[SlotOffer]]) -> list[AllocationId]:
     assert reply.done()
-    return [o.allocation_id for o in reply.result()]
+    return [o.allocation_id for o in reply.result(0)]
 
 
 # Requests ---------------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_only_offers_of_pending_requests_are_accepted(job) -> None:
 def test_offers_of_an_unreachable_task_executor_are_returned_and_the_reply_fails(job) -> None:
     allocations = job.request_slots()
     reply = job.offer(NOWHERE, allocations, resource_id="tm-gone")
-    assert isinstance(reply.exception(), RecipientUnreachableError)
+    assert isinstance(reply.exception(0), RecipientUnreachableError)
     assert len(job.service.slot_pool) == 0 and job.connected == [] and job.ready == 0
     assert accepted(job.offer(TM1, allocations)) == allocations  # pending again
     assert job.ready == 1
