@@ -5,7 +5,8 @@ the requests offer the slots to the JobMaster, which accepts offers only for all
 still waiting for. Subtask *i* of every vertex runs in slot *i mod n* (slot sharing).
 
 Threading:
-    Plain state of the JobMaster: every method runs on the JobMaster's main thread.
+    Plain state of the JobMaster's SlotPoolService, which changes it (the ExecutionDeployer
+    reads it): every method runs on the JobMaster's main thread.
 """
 
 from __future__ import annotations
