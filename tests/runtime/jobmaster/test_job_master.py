@@ -1,8 +1,10 @@
 """The JobMaster as an endpoint, on a ManualClock and the in-process transport, its peers being
-testing endpoints: it asks the ResourceManager for slots, accepts offers, deploys into them,
-fails the job when slots do not come within slot.request.timeout, watches the TaskManagers it
-holds slots on and fails over when one goes silent. No Spark, no sleeps: every wait is on a
-future that a peer's call completes, and time moves only when the test advances the clock.
+testing endpoints: through its SlotPoolService it asks the ResourceManager for slots and accepts
+offers, deploys into them, fails the job when slots do not come within slot.request.timeout,
+watches the TaskManagers it holds slots on and fails over when one goes silent. The
+SlotPoolService's own rules are tested on their own in test_slot_pool_service.py. No Spark, no
+sleeps: every wait is on a future that a peer's call completes, and time moves only when the
+test advances the clock.
 """
 
 from __future__ import annotations
@@ -136,17 +138,6 @@ def test_the_job_master_asks_for_its_slots_and_deploys_into_the_offered_ones(clu
     details = cluster.gateway.request_job_details().result(WAIT)
     assert details.status is JobStatus.RUNNING
     assert details.vertices[0].states == {"DEPLOYING": 2}
-
-
-def test_offers_it_did_not_ask_for_are_declined(cluster) -> None:
-    result_within(cluster.requested, WAIT, what="2 slot requests")
-    stranger = [SlotOffer(AllocationId("not-requested"), 0)]
-    assert (
-        cluster.gateway.offer_slots(
-            ResourceId("tm-1"), cluster.te_endpoint.address, stranger
-        ).result(WAIT)
-        == []
-    )
 
 
 def test_slots_that_do_not_come_in_time_fail_the_job(cluster) -> None:

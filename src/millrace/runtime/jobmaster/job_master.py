@@ -2,17 +2,17 @@
 
 The JobMaster is the gateway in front of the job's :class:`~millrace.runtime.scheduler.Scheduler`
 (the ExecutionGraph, deployment, failover, completion), its CheckpointCoordinator, its source
-coordinators and its clock service. What it owns itself is the job's link to the cluster: the
-slots (``SlotPool``: requested from the ResourceManager, offered by TaskExecutors; subtask *i*
-of every vertex runs in slot *i*) and DeathWatch of the TaskManagers holding them (heartbeats; a
-lost one is released and the Scheduler fails over). Every gateway method forwards to one of
-those on the main thread; the Scheduler calls back (``SchedulerContext``) to get slots, drop an
-unreachable TaskManager, and publish the result.
+coordinators and its clock service, and of its
+:class:`~millrace.runtime.jobmaster.slot_pool_service.SlotPoolService` (the slots: requested
+from the ResourceManager, timed out, offered by TaskExecutors; subtask *i* of every vertex runs
+in slot *i*). What it keeps itself is DeathWatch of the TaskManagers holding the job's slots
+(heartbeats; a lost one is released and the Scheduler fails over) and the job's clean-up. Every
+gateway method forwards to one of those on the main thread; the Scheduler calls back
+(``SchedulerContext``) to get slots, drop an unreachable TaskManager, and publish the result.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import shutil
 from concurrent.futures import Executor, Future
@@ -24,7 +24,7 @@ from millrace.config import (
     Configuration,
     HeartbeatOptions,
 )
-from millrace.errors import CheckpointError, SlotAllocationError
+from millrace.errors import CheckpointError
 from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.rpc.main_thread_executor import EndpointMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
@@ -40,13 +40,10 @@ from millrace.runtime.jobmaster.clock_service import WatermarksInfo
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.runtime.jobmaster.job_preparation import JobPreparer
 from millrace.runtime.jobmaster.sink_committer import SinkCommitter
-from millrace.runtime.jobmaster.slot_pool import AllocatedSlot, SlotPool
-from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.jobmaster.slot_pool_service import SlotPoolService
 from millrace.runtime.scheduler import Scheduler
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 from millrace.types import (
-    Address,
-    AllocationId,
     ExecutionAttemptId,
     JobMasterId,
     JobVertexId,
@@ -67,7 +64,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         rpc_service: Service to run on.
         job_graph: The submitted job.
         configuration: Cluster configuration merged with the job's.
-        resource_manager_address: Where to request slots.
+        resource_manager_address: Where the SlotPoolService requests slots.
         io_executor: Runs blocking work (split discovery, checkpoint metadata, preparation).
 
     Attributes:
@@ -92,11 +89,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         self.job_graph = job_graph
         self.result_future: Future[JobResult] = Future()
         self._configuration = configuration
-        self._rm_address = resource_manager_address
         self._io = io_executor
-        self._resource_manager: ResourceManagerGateway | None = None
-        self._slot_pool = SlotPool()
-        self._slot_timeout = configuration.get(ClusterOptions.SLOT_REQUEST_TIMEOUT)
         self._working_dir = (
             Path(configuration.get(ClusterOptions.TMP_DIR)).resolve() / "jobs" / job_graph.job_id
         )
@@ -114,6 +107,19 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             configuration.get(CheckpointingOptions.SAVEPOINTS_DIR),
         )
         committer = SinkCommitter(job_graph.job_id)
+        self._slots = SlotPoolService(
+            job_graph,
+            main_thread,
+            rpc_service.connect,
+            resource_manager_address,
+            self.address,
+            self.job_master_id,
+            configuration.get(ClusterOptions.SLOT_REQUEST_TIMEOUT),
+            accepts_offers=lambda: self.scheduler.status is JobStatus.RUNNING,
+            slots_ready=lambda: self.scheduler.slots_ready(),
+            fail=lambda cause: self.scheduler.fail(cause),
+            task_manager_connected=self._monitor_task_manager,
+        )
         self.scheduler = Scheduler(
             ExecutionGraph(job_graph),
             configuration,
@@ -124,7 +130,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             ),
             committer,
             storage,
-            self._slot_pool,
+            self._slots.slot_pool,
             self.address,
             configuration.without_security(),  # no secret in task deployments
             self,
@@ -140,48 +146,10 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         self._heartbeats.stop()
         self.scheduler.stop()
 
-    # Slots (SchedulerContext) ------------------------------------------------------------------
+    # Slots (SchedulerContext, gateway) --------------------------------------------------------
 
     def request_slots(self) -> None:
-        if self._resource_manager is None:
-            connecting = self.rpc_service.connect(self._rm_address, ResourceManagerGateway)
-            self.on_main_thread(connecting, self._connected_to_resource_manager)
-            return
-        required = self.job_graph.slots_required()
-        if len(self._slot_pool) >= required:
-            self.scheduler.slots_ready()
-            return
-        logger.info(
-            "job %s: %d of %d slots held; requesting the rest",
-            self.job_graph.name,
-            len(self._slot_pool),
-            required,
-        )
-        for _ in range(self._slot_pool.missing(required)):
-            allocation_id = AllocationId(new_id())
-            self._slot_pool.add_pending(allocation_id)
-            self._resource_manager.request_slot(
-                self.address, self.job_master_id, self.job_graph.job_id, allocation_id
-            )
-        self.schedule_run_async(self._check_slot_timeout, self._slot_timeout)
-
-    def _connected_to_resource_manager(self, connecting: Future[ResourceManagerGateway]) -> None:
-        if connecting.exception() is not None:
-            self.scheduler.fail(f"ResourceManager unreachable: {connecting.exception()}")
-            return
-        self._resource_manager = connecting.result()
-        self.request_slots()
-
-    def _check_slot_timeout(self) -> None:
-        if self._slot_pool.has_pending_requests:
-            needed = self.job_graph.slots_required()
-            cause = SlotAllocationError(
-                f"could not obtain {needed} slots within slot.request.timeout="
-                f"{self._slot_timeout:g} s (got {len(self._slot_pool)}); add TaskManagers or "
-                "lower the parallelism",
-                self.job_graph.job_id,
-            )
-            self.scheduler.fail(str(cause))
+        self._slots.request_slots()
 
     def offer_slots(
         self,
@@ -190,53 +158,14 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         offers: list[SlotOffer],
         timeout: float | None = None,
     ) -> Future[list[SlotOffer]]:
-        reply: Future[list[SlotOffer]] = Future()
-        wanted = (
-            self._slot_pool.take_offers(offers)
-            if self.scheduler.status is JobStatus.RUNNING
-            else []
-        )
-        if not wanted:
-            reply.set_result([])
-            return reply
-        connecting = self.rpc_service.connect(task_manager_address, TaskExecutorGateway)
-        self.on_main_thread(
-            connecting,
-            functools.partial(
-                self._offer_connected,
-                resource_id=resource_id,
-                address=Address(task_manager_address),
-                wanted=wanted,
-                reply=reply,
-            ),
-        )
-        return reply
+        return self._slots.offer_slots(resource_id, task_manager_address, offers)
 
-    def _offer_connected(
-        self,
-        connecting: Future[TaskExecutorGateway],
-        resource_id: ResourceId,
-        address: Address,
-        wanted: list[SlotOffer],
-        reply: Future[list[SlotOffer]],
-    ) -> None:
-        if self.scheduler.status is not JobStatus.RUNNING:
-            reply.set_result([])  # the job ended meanwhile: the TaskExecutor frees them
-            return
-        if connecting.exception() is not None:
-            self._slot_pool.return_offers(wanted)
-            reply.set_exception(connecting.exception())
-            return
-        gateway, job_id = connecting.result(), self.job_graph.job_id
-        for offer in wanted:
-            self._slot_pool.add(AllocatedSlot(offer.allocation_id, resource_id, address, gateway))
+    def _monitor_task_manager(self, resource_id: ResourceId, gateway: TaskExecutorGateway) -> None:
+        job_id = self.job_graph.job_id
         if resource_id not in self._heartbeats.monitored:
             self._heartbeats.monitor_target(
                 resource_id, lambda: gateway.heartbeat_from_job_manager(job_id)
             )
-        reply.set_result(wanted)
-        if len(self._slot_pool) == self.job_graph.slots_required():
-            self.scheduler.slots_ready()
 
     # DeathWatch (seed 000) ---------------------------------------------------------------------
 
@@ -251,7 +180,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         """Drop a lost TaskManager: its slots leave the job, the Scheduler fails over (Flink's
         disconnectTaskManager). If it was only cut off, it cleans up when it hears this."""
         self._heartbeats.unmonitor_target(resource_id)
-        lost_slots = self._slot_pool.release_task_manager(resource_id)
+        lost_slots = self._slots.release_task_manager(resource_id)
         if lost_slots:
             lost_slots[0].gateway.disconnect_job_manager(
                 self.job_graph.job_id, f"the JobMaster lost it ({cause})"
@@ -270,11 +199,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     def job_terminated(self, result: JobResult) -> None:
         """Release slots and partitions, drop the job's files, publish the result."""
         self._heartbeats.stop()
-        for slot in self._slot_pool.release_all():
-            slot.gateway.release_partitions(self.job_graph.job_id)
-            slot.gateway.free_slot(slot.allocation_id, f"job {self.job_graph.job_id} ended")
-        if self._resource_manager is not None:
-            self._resource_manager.cancel_slot_requests(self.job_graph.job_id)
+        self._slots.release_all(f"job {self.job_graph.job_id} ended")
         self._io.submit(shutil.rmtree, self._working_dir, True)
         if not self.result_future.done():
             self.result_future.set_result(result)

@@ -5,7 +5,8 @@ the requests offer the slots to the JobMaster, which accepts offers only for all
 still waiting for. Subtask *i* of every vertex runs in slot *i mod n* (slot sharing).
 
 Threading:
-    Plain state of the JobMaster: every method runs on the JobMaster's main thread.
+    Plain state of the JobMaster's SlotPoolService, which changes it (the ExecutionDeployer
+    reads it): every method runs on the JobMaster's main thread.
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ class SlotPool:
 
     def add(self, slot: AllocatedSlot) -> None:
         self._slots.append(slot)
+
+    def holds(self, resource_id: ResourceId) -> bool:
+        """Whether a held slot is on TaskManager ``resource_id``."""
+        return any(s.resource_id == resource_id for s in self._slots)
 
     def slot_for(self, subtask_index: int) -> AllocatedSlot:
         """The slot subtask ``subtask_index`` of any vertex runs in (slot sharing).
