@@ -358,6 +358,17 @@ def test_each_sink_stages_apart_and_abort_leaves_no_directory_behind(tmp_path) -
     assert len(list((tmp_path / "staging").iterdir())) == 1  # only the other database's
 
 
+def test_abort_drops_a_directory_left_among_the_staged_files_too(tmp_path) -> None:
+    sink = PostgresSink("dbname=x", "delays", staging=str(tmp_path / "staging"))
+    staged = sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending
+    assert staged is not None
+    left = Path(staged).parent / "left-by-another-tool"
+    left.mkdir()
+    (left / "data").write_bytes(b"x")
+    sink.abort(JOB)
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
 @pytest.fixture
 def memory_staging() -> Iterator[str]:
     """A staging directory on fsspec's in-memory file system, removed after the test."""

@@ -139,3 +139,34 @@ def test_directories_are_used_as_named_whatever_their_last_character(tmp_path, l
     moved = Path(f"{tmp_path}/moved-{last}")  # a savepoint moves to any directory name
     Path(savepoint.location).rename(moved)
     assert storage.read(f"{moved}/_metadata").location == str(moved)
+
+
+def test_a_metadata_write_that_fails_names_the_directory_the_reason_and_the_file(
+    tmp_path,
+) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    directory = f"{tmp_path}/file/chk-1"
+    with pytest.raises(CheckpointError) as failed:
+        storage.write(checkpoint(), directory)
+    assert str(failed.value) == f"cannot write {directory}: Not a directory: {directory}"
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [(OSError("disk full"), "disk full"), (OSError(), "OSError"), (TimeoutError(), "TimeoutError")],
+)
+def test_a_failed_write_without_an_errno_or_a_file_shows_what_the_error_has(
+    tmp_path, monkeypatch, error, shown
+) -> None:
+    class Broken:  # a file system whose every call fails with ``error``
+        def makedirs(self, *args: object, **kwargs: object) -> None:
+            raise error
+
+    monkeypatch.setattr(
+        "millrace.runtime.checkpoint.checkpoint_storage._fs", lambda url: (Broken(), url)
+    )
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    with pytest.raises(CheckpointError) as failed:
+        storage.write(checkpoint(), "memory://chk-1")
+    assert str(failed.value) == f"cannot write memory://chk-1: {shown}"
