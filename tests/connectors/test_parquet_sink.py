@@ -205,3 +205,13 @@ def test_the_two_phase_commit_works_on_a_non_local_fsspec_file_system(memory_roo
     assert names == ["_SUCCESS", f"part-{JOB[:8]}-00000-{ATTEMPT[:8]}-000000.parquet"]
     ParquetSink(out).initialize_global("a-later-job")  # overwrite: the earlier output goes
     assert fs.ls(out, detail=False) == []
+
+
+def test_abort_drops_a_directory_left_among_the_staged_files_too(tmp_path) -> None:
+    sink = ParquetSink(str(tmp_path / "out"))
+    sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT)
+    left = tmp_path / "out" / ".pending" / JOB / "left-by-another-tool"
+    left.mkdir()
+    (left / "data").write_bytes(b"x")
+    sink.abort(JOB)
+    assert not (tmp_path / "out" / ".pending").exists()

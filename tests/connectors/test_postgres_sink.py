@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import pickle
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -298,8 +299,9 @@ def test_a_database_error_is_named_by_its_first_line_or_else_its_type() -> None:
     ("table", "marker"), [("", "millrace_sink_commits"), ("delays", ""), ("", "")]
 )
 def test_a_table_and_a_marker_table_name_are_required(table: str, marker: str) -> None:
-    with pytest.raises(ValueError, match="PostgresSink needs a table name"):
+    with pytest.raises(ValueError) as refused:
         PostgresSink("dbname=x", table, marker_table=marker)
+    assert str(refused.value) == "PostgresSink needs a table name and a marker table name"
 
 
 def test_the_connect_timeout_must_be_positive() -> None:
@@ -356,6 +358,33 @@ def test_each_sink_stages_apart_and_abort_leaves_no_directory_behind(tmp_path) -
     assert mine.pending(JOB, {ATTEMPT}) == slashed.pending(JOB, {ATTEMPT}) == []
     assert same_id_other_db.pending(JOB, {ATTEMPT}) == [kept[1]]
     assert len(list((tmp_path / "staging").iterdir())) == 1  # only the other database's
+
+
+def test_abort_drops_a_directory_left_among_the_staged_files_too(tmp_path) -> None:
+    sink = PostgresSink("dbname=x", "delays", staging=str(tmp_path / "staging"))
+    staged = sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending
+    assert staged is not None
+    left = Path(staged).parent / "left-by-another-tool"
+    left.mkdir()
+    (left / "data").write_bytes(b"x")
+    sink.abort(JOB)
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+def test_a_staged_file_is_named_by_job_subtask_attempt_and_sequence_in_the_sinks_directory(
+    tmp_path, monkeypatch
+) -> None:
+    elsewhere = tmp_path / "working-directory"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the temporary file is written next to the staged one
+    sink = PostgresSink("dbname=x", "delays", staging=str(tmp_path / "st"), sink_id="daily/v2")
+    staged = sink.write(delays(("AA", 1)), JOB, 3, 7, ATTEMPT).pending
+    assert staged is not None
+    path = Path(staged)
+    assert path.name == f"part-{JOB[:8]}-00003-{ATTEMPT[:8]}-000007.parquet.{ATTEMPT}"
+    assert path.parent.name == JOB
+    assert re.fullmatch(r"daily%2Fv2-[0-9a-f]{12}", path.parent.parent.name)
+    assert list(elsewhere.iterdir()) == [] and list(path.parent.iterdir()) == [path]
 
 
 @pytest.fixture
@@ -418,7 +447,11 @@ def test_the_refusal_of_columns_without_a_postgres_type_names_them_and_the_fix(t
     message = str(refused.value)
     assert message.startswith(sink.describe()) and "tags" in message and "pairs" in message
     assert "ok" not in message.split("column(s)")[1]
-    assert "cast them in a transform before the sink" in message
+    assert message == (
+        f"{sink.describe()}: no PostgreSQL type for column(s) tags: list<item: string>, "
+        "pairs: struct<k: int64>; "
+        "cast them in a transform before the sink"
+    )
 
 
 def test_a_column_without_a_postgres_type_fails_the_write(tmp_path) -> None:

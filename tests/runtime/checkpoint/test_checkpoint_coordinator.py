@@ -719,3 +719,58 @@ def test_discarding_the_retained_checkpoints_deletes_them(tmp_path) -> None:
     assert job.coordinator.retained() == []
     assert not (tmp_path / "chk" / "job-1" / "chk-1").exists()
     assert not (tmp_path / "chk" / "job-1" / "chk-2").exists()
+
+
+def test_a_trigger_refused_without_a_description_says_refused(job) -> None:
+    class Refusal:  # a reply that has a success flag and nothing else
+        success = False
+
+    job.trigger_replies["s0"] = lambda: done_with(Refusal())
+    done = job.coordinator.trigger()
+    with pytest.raises(CheckpointError, match=r"declined by s0: trigger not delivered: refused$"):
+        done.result(0)
+
+
+def test_a_trigger_reply_without_a_success_flag_counts_as_delivered(job) -> None:
+    job.trigger_replies["s0"] = lambda: done_with(None)  # an RPC that returns nothing
+    done = job.coordinator.trigger()
+    job.ack_all(1)
+    assert done.result(0).checkpoint_id == 1
+
+
+def test_a_decline_names_the_first_eight_characters_of_the_attempt(job) -> None:
+    attempt = ExecutionAttemptId("0123456789abcdef")
+    job.checkpoint_targets = lambda: [CheckpointTarget(attempt, JobVertexId("win"), 0)]
+    done = job.coordinator.trigger()
+    job.coordinator.decline(attempt, 1, "no room")
+    with pytest.raises(CheckpointError, match=r"declined by 01234567: no room$"):
+        done.result(0)
+
+
+def test_a_checkpoints_life_is_logged_with_its_job_id_and_location(job, caplog) -> None:
+    with caplog.at_level(logging.DEBUG, logger="millrace.runtime.checkpoint"):
+        job.running = False
+        job.coordinator.start()
+        job.advance(1.0)  # a periodic trigger that cannot start
+        job.running = True
+        job.coordinator.stop("test")
+        done = job.coordinator.trigger()
+        job.advance(0.25)
+        job.ack_all(1)
+        job.coordinator.acknowledge(ExecutionAttemptId("w0"), 1, TaskStateSnapshot())
+        job.coordinator.trigger()
+        job.coordinator.decline(ExecutionAttemptId("s0"), 2, "no")
+        job.coordinator.acknowledge(ExecutionAttemptId("w0"), 2, staged("late"))  # carried
+        final = job.coordinator.complete_final({}, {}).result(0)
+    completed = done.result(0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "job job: no checkpoint now: job job: not every task is RUNNING",
+        "job job: triggering checkpoint 1",
+        f"job job: checkpoint 1 complete in 250 ms ({completed.state_size_bytes} bytes of state)"
+        f" at {completed.location}",
+        "ignoring acknowledgement of checkpoint 1 by w0",
+        "job job: triggering checkpoint 2",
+        "job job: checkpoint 2 aborted: declined by s0: no",
+        f"job job: final checkpoint 3 at {final.location}",
+    ]
+    assert job.coordinator.carried_sink_handles() == 1

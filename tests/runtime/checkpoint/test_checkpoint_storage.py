@@ -4,8 +4,10 @@ reading by the metadata file, other tools' metadata, savepoints outliving retent
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import re
 import time
 from pathlib import Path
 
@@ -139,3 +141,93 @@ def test_directories_are_used_as_named_whatever_their_last_character(tmp_path, l
     moved = Path(f"{tmp_path}/moved-{last}")  # a savepoint moves to any directory name
     Path(savepoint.location).rename(moved)
     assert storage.read(f"{moved}/_metadata").location == str(moved)
+
+
+def test_a_metadata_write_that_fails_names_the_directory_the_reason_and_the_file(
+    tmp_path,
+) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    directory = f"{tmp_path}/file/chk-1"
+    with pytest.raises(CheckpointError) as failed:
+        storage.write(checkpoint(), directory)
+    assert str(failed.value) == f"cannot write {directory}: Not a directory: {directory}"
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [(OSError("disk full"), "disk full"), (OSError(), "OSError"), (TimeoutError(), "TimeoutError")],
+)
+def test_a_failed_write_without_an_errno_or_a_file_shows_what_the_error_has(
+    tmp_path, monkeypatch, error, shown
+) -> None:
+    class Broken:  # a file system whose every call fails with ``error``
+        def makedirs(self, *args: object, **kwargs: object) -> None:
+            raise error
+
+    monkeypatch.setattr(
+        "millrace.runtime.checkpoint.checkpoint_storage._fs", lambda url: (Broken(), url)
+    )
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    with pytest.raises(CheckpointError) as failed:
+        storage.write(checkpoint(), "memory://chk-1")
+    assert str(failed.value) == f"cannot write memory://chk-1: {shown}"
+
+
+def test_a_task_state_file_is_named_by_its_subtask_and_the_first_eight_characters_of_its_attempt(
+    tmp_path,
+) -> None:
+    path = task_state_path(str(tmp_path), "job-1", 5, "win", 7, "0a1b2c3d4e5f6a7b")
+    assert path == f"{tmp_path}/job-1/chk-5/win/007-0a1b2c3d.parquet"
+
+
+def test_a_savepoint_directory_is_named_by_the_job_the_checkpoint_and_six_random_digits(
+    tmp_path,
+) -> None:
+    for i in range(2):
+        (tmp_path / f"w{i}.parquet").write_bytes(b"state")
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    metadata = dataclasses.replace(checkpoint(str(tmp_path)), job_id="0123456789abcdef")
+    written = storage.write(metadata, storage.checkpoint_directory("0123456789abcdef", 5))
+    savepoint = storage.write_savepoint(written, None)
+    assert re.fullmatch(r"savepoint-01234567-5-[0-9a-f]{6}", Path(savepoint.location).name)
+
+
+def test_a_checkpoint_names_its_state_files_by_absolute_path_a_savepoint_relatively(
+    tmp_path,
+) -> None:
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    directory = storage.checkpoint_directory("job-1", 5)
+    state = Path(task_state_path(str(tmp_path / "chk"), "job-1", 5, "win", 0, "0a1b2c3d"))
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"rows")
+    vertex = VertexState(
+        "win", "w", 1, {0: TaskStateSnapshot((KeyedStateHandle(str(state), 0, 127, 1),))}
+    )
+    written = storage.write(
+        CheckpointMetadata("job-1", "j", 5, 0, 0, False, 128, [vertex]), directory
+    )
+    savepoint = storage.write_savepoint(written, None)
+
+    def state_paths(location: str) -> list[str]:
+        text = json.loads((Path(location) / "_metadata").read_text())
+        return [
+            h["path"]
+            for v in text["vertices"]
+            for s in v["subtasks"].values()
+            for h in s["keyed_state"]
+        ]
+
+    assert state_paths(written.location) == [str(state)]
+    assert state_paths(savepoint.location) == ["win-000-0a1b2c3d.parquet"]
+
+
+def test_metadata_is_written_through_a_file_in_its_own_directory(tmp_path, monkeypatch) -> None:
+    elsewhere = tmp_path / "working-directory"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    directory = storage.checkpoint_directory("job-1", 5)
+    storage.write(checkpoint(), directory)
+    assert list(elsewhere.iterdir()) == []
+    assert [p.name for p in Path(directory).iterdir()] == ["_metadata"]
