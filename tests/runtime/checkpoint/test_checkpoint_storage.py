@@ -231,3 +231,13 @@ def test_metadata_is_written_through_a_file_in_its_own_directory(tmp_path, monke
     storage.write(checkpoint(), directory)
     assert list(elsewhere.iterdir()) == []
     assert [p.name for p in Path(directory).iterdir()] == ["_metadata"]
+
+
+def test_metadata_is_written_when_the_working_directory_is_gone(tmp_path, monkeypatch) -> None:
+    gone = tmp_path / "working-directory"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()  # a daemon's directory removed under it: only absolute paths still work
+    storage = CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp"))
+    directory = storage.checkpoint_directory("job-1", 5)
+    assert storage.read(storage.write(checkpoint(), directory).location).checkpoint_id == 5

@@ -7,6 +7,7 @@ import logging
 import re
 import threading
 from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pytest
@@ -170,6 +171,18 @@ def test_close_does_not_wait_for_a_running_commit() -> None:
     assert not running.done()
     sink.release.set()
     result_within(running, 10, what="the commit after close")
+
+
+def test_close_stops_the_committers_own_thread_but_not_an_executor_it_was_given() -> None:
+    own = SinkCommitter("job-1")
+    own.close()
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        own.commit(metadata(1, {1: ("a",)}))
+    given = ThreadPoolExecutor(1)
+    committer = SinkCommitter("job-1", given)
+    committer.close()
+    assert result_within(given.submit(lambda: "still running"), 10, what="work") == "still running"
+    given.shutdown()
 
 
 def test_a_job_whose_sinks_were_never_loaded_aborts_and_restores_nothing() -> None:
