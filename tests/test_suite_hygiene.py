@@ -1,6 +1,7 @@
 """The suite's own rules, checked on its source so that the gaps they close cannot reopen.
 
-1. Every wait is bounded: no ``NO_TIMEOUT``, no ``.result()``, ``.exception()``, ``.join()``,
+1. Every wait is bounded: none of the source's unbounded timeouts (constants of a year or
+   more, such as the JobClient's default), no ``.result()``, ``.exception()``, ``.join()``,
    ``.wait()``, ``.get()``, ``.acquire()`` or ``.communicate()`` without a timeout, no
    ``subprocess.run`` (or ``check_output``, ``check_call``, ``call``) without ``timeout=``. A
    wait bounded by other means says so on its line: ``# bounded: <what ends it>``.
@@ -19,7 +20,16 @@ from pathlib import Path
 
 import pytest
 
+from millrace.runtime.client import job_client
+
 TESTS = Path(__file__).resolve().parent
+
+# The source's "wait as long as the job" timeouts: module constants (s) of a year or more.
+_UNBOUNDED = frozenset(
+    name
+    for name, value in vars(job_client).items()
+    if name.isupper() and isinstance(value, float) and value >= 365 * 86400.0
+)
 
 # Methods that block until something happens unless given a timeout (positional or keyword).
 _BLOCKING_METHODS = {"result", "exception", "join", "wait", "get", "acquire", "communicate"}
@@ -53,10 +63,10 @@ def check_source(source: str, path: str = "<test>") -> list[Violation]:
     lines = source.splitlines()
     skip_allowed = Path(path).name in _SKIP_ALLOWED
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == "NO_TIMEOUT":
-            found.append(Violation(path, node.lineno, "NO_TIMEOUT: every wait has a deadline"))
-        elif isinstance(node, ast.alias) and node.name == "NO_TIMEOUT":
-            found.append(Violation(path, 0, "imports NO_TIMEOUT"))
+        if isinstance(node, ast.Name) and node.id in _UNBOUNDED:
+            found.append(Violation(path, node.lineno, f"{node.id}: every wait has a deadline"))
+        elif isinstance(node, ast.alias) and node.name in _UNBOUNDED:
+            found.append(Violation(path, 0, f"imports {node.name}"))
         elif isinstance(node, ast.Attribute) and node.attr in _SKIPS and not skip_allowed:
             base = node.value
             if (isinstance(base, ast.Name) and base.id == "pytest") or (
@@ -86,12 +96,17 @@ def check_source(source: str, path: str = "<test>") -> list[Violation]:
     return found
 
 
+def test_the_source_has_an_unbounded_timeout_to_keep_out_of_the_tests() -> None:
+    assert _UNBOUNDED  # else the rule below checks nothing: the constant moved or changed
+
+
 def test_the_checker_finds_each_kind_of_unbounded_wait_and_skip() -> None:
-    bad = """
+    [unbounded] = sorted(_UNBOUNDED)
+    bad = f"""
 import pytest, subprocess
-from millrace.runtime.client.job_client import NO_TIMEOUT
+from millrace.runtime.client.job_client import {unbounded}
 f.result()
-f.result(timeout=NO_TIMEOUT)
+f.result(timeout={unbounded})
 f.exception()
 thread.join()
 event.wait()
@@ -106,7 +121,7 @@ def test(): ...
 """
     rules = [v.rule for v in check_source(bad)]
     assert len([r for r in rules if "without a timeout" in r]) == 7, rules
-    assert len([r for r in rules if "NO_TIMEOUT" in r]) == 2, rules  # the import, the use
+    assert len([r for r in rules if unbounded in r]) == 2, rules  # the import, the use
     assert len([r for r in rules if "subprocess.run" in r]) == 1, rules
     assert len([r for r in rules if "tests.real_parts" in r]) == 3, rules
 
