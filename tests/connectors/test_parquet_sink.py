@@ -5,8 +5,6 @@ retained checkpoints keep; overwrite and append modes."""
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
@@ -178,16 +176,6 @@ def test_a_write_that_fails_half_way_hides_nothing_and_leaves_nothing_after_abor
     sink.abort(JOB)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
     assert list(workdir.iterdir()) == []
-
-
-@pytest.fixture
-def memory_root() -> Iterator[str]:
-    """A directory of fsspec's in-memory file system (a non-local fsspec URL), removed after."""
-    root = f"memory://millrace-test-{uuid.uuid4().hex[:8]}"
-    yield root
-    fs = fsspec.filesystem("memory")
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
 
 
 def test_the_two_phase_commit_works_on_a_non_local_fsspec_file_system(memory_root) -> None:

@@ -11,8 +11,6 @@ import datetime as dt
 import decimal
 import pickle
 import re
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
@@ -388,18 +386,8 @@ def test_a_staged_file_is_named_by_job_subtask_attempt_and_sequence_in_the_sinks
     assert list(path.parent.iterdir()) == [path]
 
 
-@pytest.fixture
-def memory_staging() -> Iterator[str]:
-    """A staging directory on fsspec's in-memory file system, removed after the test."""
-    root = f"memory://millrace-test-{uuid.uuid4().hex[:8]}"
-    yield root
-    fs = fsspec.filesystem("memory")
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
-
-
-def test_staging_works_on_a_non_local_fsspec_file_system(memory_staging) -> None:
-    sink = PostgresSink("dbname=x", "delays", staging=memory_staging)
+def test_staging_works_on_a_non_local_fsspec_file_system(memory_root) -> None:
+    sink = PostgresSink("dbname=x", "delays", staging=memory_root)
     kept = sink.write(delays(("AA", 1)), JOB, 0, 0, ATTEMPT).pending
     sink.write(delays(("UA", 2)), JOB, 0, 1, ATTEMPT)
     sink.pre_commit(JOB, 1, [kept or ""])
@@ -407,7 +395,7 @@ def test_staging_works_on_a_non_local_fsspec_file_system(memory_staging) -> None
     sink.abort(JOB, keep=[kept or ""])
     assert sink.pending(JOB, {ATTEMPT}) == [kept]
     sink.abort(JOB)
-    assert fsspec.filesystem("memory").ls(memory_staging, detail=False) == []
+    assert fsspec.filesystem("memory").ls(memory_root, detail=False) == []
 
 
 def test_preparing_a_job_without_its_database_fails_naming_the_sink_and_the_job(
