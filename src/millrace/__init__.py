@@ -10,7 +10,7 @@ from millrace.api.stream_execution_environment import (
     StreamExecutionEnvironment,
 )
 from millrace.api.windows import TumblingEventTimeWindows, tumbling
-from millrace.config import Configuration
+from millrace.config import Configuration, RuntimeExecutionMode
 from millrace.connectors import (
     DirectorySource,
     FileSource,
@@ -31,6 +31,7 @@ __all__ = [
     "ParquetSink",
     "PostgresSink",
     "ReplaySource",
+    "RuntimeExecutionMode",
     "StreamExecutionEnvironment",
     "TumblingEventTimeWindows",
     "WindowedStream",

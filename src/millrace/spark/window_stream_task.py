@@ -59,17 +59,7 @@ class WindowStreamTask(SparkStreamTask):
 
     def invoke(self) -> None:
         env = self.environment
-        op = self.operators[0]
-        if not isinstance(op, WindowAggregateOperator):
-            raise PipelineError(
-                "a window chain must start with a WindowAggregateOperator", env.task_name
-            )
-        if not self.sinks:
-            raise PipelineError("a window chain must end in a sink", env.task_name)
-        gate = env.input_gate
-        if gate is None:
-            raise PipelineError("a window task needs an input gate", env.task_name)
-        self._op = op
+        gate = self.open_chain()
         self._files: list[DataBundle] = []
         self._fired = MIN_WATERMARK
         self._sequence = 0
@@ -98,6 +88,25 @@ class WindowStreamTask(SparkStreamTask):
             self._fire(gate.watermark)
         self.report_clock(self._fired, force=True)
         gate.close()
+
+    def open_chain(self) -> Any:
+        """Check the chain (a window, then sinks) and return the input gate.
+
+        Raises:
+            PipelineError: If the chain does not start with a window, has no sink or no input.
+        """
+        env = self.environment
+        op = self.operators[0]
+        if not isinstance(op, WindowAggregateOperator):
+            raise PipelineError(
+                "a window chain must start with a WindowAggregateOperator", env.task_name
+            )
+        if not self.sinks:
+            raise PipelineError("a window chain must end in a sink", env.task_name)
+        if env.input_gate is None:
+            raise PipelineError("a window task needs an input gate", env.task_name)
+        self._op = op
+        return env.input_gate
 
     def _accept(self, events: list[tuple[int, PartitionEvent]]) -> None:
         for _, event in events:
@@ -133,14 +142,7 @@ class WindowStreamTask(SparkStreamTask):
         op, env = self._op, self.environment
         started = time.perf_counter()
         frame = self._pending_frame().where(window_end_ms(op.window) - 1 <= F.lit(watermark))
-        grouped = frame.groupBy(*op.keys, WINDOW_START)
-        aggregated = grouped.agg(
-            *(op.plan.final_columns() if op.plan.decomposable else op.plan.columns)
-        )
-        names = tuple(aggregated.columns[len(op.keys) + 1 :])
-        result = aggregated.select(*window_output_columns(op.keys, op.window, names))
-        result = self.apply_transforms(result, self.transforms)
-        table = self.collect(result)
+        table = self.collect(self.window_result(frame))
         env.metrics.records_out += self.write_sinks(table, self._sequence)
         env.metrics.bundles += 1
         self._sequence += 1
@@ -168,6 +170,23 @@ class WindowStreamTask(SparkStreamTask):
             len(done),
             time.perf_counter() - started,
         )
+
+    def window_result(self, frame: Any) -> Any:
+        """The chain's output over ``frame`` (exchange rows of the windows to fire), lazily:
+        partials merged (or records aggregated) per key and window, then the transforms.
+
+        Schema:
+            ``(keys..., window_start: timestamp, window_end: timestamp, aggregates...)``
+            before the transforms; one row per key and window.
+        """
+        op = self._op
+        grouped = frame.groupBy(*op.keys, WINDOW_START)
+        aggregated = grouped.agg(
+            *(op.plan.final_columns() if op.plan.decomposable else op.plan.columns)
+        )
+        names = tuple(aggregated.columns[len(op.keys) + 1 :])
+        result = aggregated.select(*window_output_columns(op.keys, op.window, names))
+        return self.apply_transforms(result, self.transforms)
 
     def _compact(self) -> None:
         """Merge the pending files into one (one Spark job): partial aggregates are merged
