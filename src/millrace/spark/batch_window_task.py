@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from millrace.errors import PipelineError
+from millrace.spark.parquet_schema import parquet_spark_schema
 from millrace.spark.window_stream_task import WindowStreamTask
 
 __all__ = ["BatchWindowTask", "blocking_input_files"]
@@ -45,7 +46,12 @@ class BatchWindowTask(WindowStreamTask):
             logger.info("%s: no input; nothing to fire", env.task_name)
             return
         env.metrics.records_in += _rows(paths)
-        table = self.collect(self.window_result(self.spark.read.parquet(*paths)))
+        schema = parquet_spark_schema(paths[0])  # the producers' Arrow schema from Spark
+        reader = self.spark.read if schema is None else self.spark.read.schema(schema)
+        # one partition: the input is this subtask's key groups, already partitioned; the
+        # aggregation then needs no shuffle (one Spark stage)
+        frame = reader.parquet(*paths).coalesce(1)
+        table = self.collect(self.window_result(frame))
         env.metrics.records_out += self.write_sinks(table, 0)
         env.metrics.bundles += 1
         logger.info(
