@@ -70,12 +70,7 @@ def test_a_word_count_needs_no_event_time_and_makes_two_vertices(env) -> None:
 def test_an_aggregate_that_does_not_decompose_ships_records(env) -> None:
     from pyspark.sql import functions as F
 
-    (
-        words(env)
-        .key_by("word")
-        .agg(F.count_distinct("word").alias("d"))
-        .sink_to(ParquetSink("out"))
-    )
+    (words(env).key_by("word").agg(F.count_distinct("word").alias("d")).sink_to(ParquetSink("out")))
     first, second = env.get_job_graph("wc").vertices
     assert KeyedRecordsOperator in [type(op.deserialize()) for op in first.operators]
     assert not second.operators[0].deserialize().plan.decomposable
