@@ -26,14 +26,16 @@ from millrace import (
     PostgresSink,
     StreamExecutionEnvironment,
 )
+from millrace.errors import JobSubmissionError
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.executiongraph import JobStatus
+from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import read_flights, read_output
 from tests.integration.streams import stream_settings
-from tests.waiting import wait_until
+from tests.waiting import result_within, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -159,6 +161,61 @@ def test_running_aggregates_of_flights_per_origin_and_carrier_equal_pandas(
     for column in ("flights", "distance", "min_dep_delay", "max_arr_delay", "destinations"):
         assert (merged[column] == merged[f"{column}_pandas"]).all(), column
     assert (merged["avg_dep_delay"] - merged["avg_dep_delay_pandas"]).abs().max() < 1e-9
+
+
+def test_a_bounded_running_aggregate_restores_its_keyed_state_after_a_crash(
+    spark, flights_dir, tmp_path
+) -> None:
+    """Checkpoints every 200 ms, a TaskManager crashed after two completed: the keyed state
+    comes back by key group, the sources resume, and the one final row per key is exact."""
+    from pyspark.sql import functions as F
+
+    settings = stream_settings(
+        tmp_path,
+        **{
+            "execution.bundle.max-records": 30_000,  # one month per bundle
+            "execution.checkpointing.interval": "200 ms",
+            "state.compaction.max-files": 3,
+        },
+    )
+    conf = Configuration(settings)
+    env = StreamExecutionEnvironment(conf, spark)
+    (
+        env.from_source(FileSource.parquet(str(flights_dir)))
+        .key_by("dest")
+        .agg(F.count("*").alias("flights"), F.max("distance").alias("distance"))
+        .sink_to(ParquetSink(str(tmp_path / "out")))
+    )
+    graph = env.get_job_graph("flights-per-dest")
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        waiting = cluster.job_client.submit_job_wait(graph)
+
+        def completed() -> int:
+            try:
+                return dispatcher.request_checkpoint_statistics(graph.job_id).result(30).completed
+            except JobSubmissionError:  # not submitted yet
+                return 0
+
+        wait_until(lambda: completed() >= 2 or waiting.done(), what="2 completed checkpoints")
+        assert not waiting.done(), "the job ended before the TaskManager was lost"
+        crash_task_executor(busy_task_executor(cluster))
+        result = result_within(waiting, 180, what="the job's result after the crash")
+
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts >= 1
+    assert result.details.vertices[0].metrics.records_in < 336_776  # resumed, not re-read
+    flights = read_flights(flights_dir)
+    grouped = flights.groupby("dest")
+    expected = pd.DataFrame(
+        {"flights": grouped.size(), "distance": grouped["distance"].max()}
+    ).reset_index()
+    out = read_output(tmp_path / "out", order=("dest",))
+    assert out["dest"].tolist() == sorted(expected["dest"])  # one row per key
+    merged = out.merge(expected, on="dest", suffixes=("", "_pandas"))
+    assert (merged["flights"] == merged["flights_pandas"]).all()
+    assert (merged["distance"] == merged["distance_pandas"]).all()
 
 
 def table_of(conninfo: str) -> pd.DataFrame:
