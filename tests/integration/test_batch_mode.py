@@ -29,6 +29,7 @@ from tests.integration.helpers import (
     read_flights,
     read_output,
 )
+from tests.integration.test_word_count_example import python_count
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -148,3 +149,27 @@ def test_batch_with_an_unbounded_source_fails_before_anything_starts(spark, tmp_
     with pytest.raises(PipelineError, match="'inbox' is unbounded: run the job in STREAMING"):
         env.execute("unbounded-batch")
     assert not (tmp_path / "tmp").exists(), "nothing may start for a pipeline that cannot run"
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3])
+def test_word_count_in_batch_emits_one_final_row_per_word_from_one_aggregation(
+    spark, tmp_path, parallelism
+) -> None:
+    """examples/word_count.py (a running keyed aggregate) in BATCH: each keyed subtask
+    aggregates once; one final row per word, equal to Python's count and to STREAMING's."""
+    word_count = load_example("word_count")
+    licenses = Path("/usr/share/common-licenses")
+    outputs, results = {}, {}
+    for mode in ("STREAMING", "BATCH"):
+        env = environment(spark, tmp_path, parallelism).set_runtime_mode(mode)
+        word_count.build(env, str(licenses), str(tmp_path / mode))
+        results[mode] = env.execute(f"word-count-{mode}")
+        outputs[mode] = read_output(tmp_path / mode, order=("word",))
+
+    batch = outputs["BATCH"]
+    assert batch["word"].is_unique
+    assert dict(zip(batch["word"], batch["n"], strict=True)) == python_count(licenses)
+    assert batch.equals(outputs["STREAMING"])
+    _, keyed = results["BATCH"].accumulators.values()
+    assert keyed.bundles == parallelism  # one aggregation per keyed subtask, at the end
+    assert keyed.records_out == len(batch)

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
-from millrace.errors import PipelineError
+from millrace.spark.blocking_exchange import blocking_input_files, exchange_rows
 from millrace.spark.parquet_schema import parquet_spark_schema
 from millrace.spark.window_stream_task import WindowStreamTask
 
-__all__ = ["BatchWindowTask", "blocking_input_files"]
+__all__ = ["BatchWindowTask"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +36,11 @@ class BatchWindowTask(WindowStreamTask):
         env = self.environment
         self.open_chain()
         started = time.perf_counter()
-        paths = blocking_input_files(
-            env.working_dir / "exchange",
-            [channel.partition_id for channel in self.tdd.input_channels],
-            self.tdd.subtask_index,
-        )
+        paths = blocking_input_files(env.working_dir, self.tdd)
         if not paths:
             logger.info("%s: no input; nothing to fire", env.task_name)
             return
-        env.metrics.records_in += _rows(paths)
+        env.metrics.records_in += exchange_rows(paths)
         schema = parquet_spark_schema(paths[0])  # the producers' Arrow schema from Spark
         reader = self.spark.read if schema is None else self.spark.read.schema(schema)
         # one partition: the input is this subtask's key groups, already partitioned; the
@@ -62,36 +57,3 @@ class BatchWindowTask(WindowStreamTask):
             time.perf_counter() - started,
         )
         self.report_progress()
-
-
-def blocking_input_files(exchange: Path, producers: list[str], subtask_index: int) -> list[str]:
-    """The exchange files the producer attempts ``producers`` wrote for consumer subtask
-    ``subtask_index``, sorted.
-
-    Args:
-        exchange: The job's exchange store (``<working dir>/exchange``; every producer writes
-            under ``<vertex>/<attempt>/``).
-        producers: The producers' attempt ids (their result partition ids).
-        subtask_index: The consumer subtask, 0-based.
-
-    Raises:
-        PipelineError: If a producer attempt has no directory in the store (it did not run
-            here, or the store was cleaned).
-    """
-    files: list[str] = []
-    for attempt in producers:
-        directories = list(exchange.glob(f"*/{attempt}"))
-        if not directories:
-            raise PipelineError(
-                f"the exchange store {exchange} holds no output of producer attempt {attempt}"
-            )
-        for directory in directories:
-            files += [str(p) for p in directory.glob(f"*-to{subtask_index:03d}.parquet")]
-    return sorted(files)
-
-
-def _rows(paths: list[str]) -> int:
-    """Rows of the Parquet files ``paths``, from their footers (no Spark job)."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.read_metadata(path).num_rows for path in paths)
