@@ -29,6 +29,12 @@ from tests.integration.helpers import (
     read_flights,
     read_output,
 )
+from tests.integration.test_bad_input import (
+    BAD_LINES,
+    assert_dead_letters_once,
+    run_csv_job,
+    write_csv,
+)
 from tests.integration.test_word_count_example import python_count
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -173,3 +179,19 @@ def test_word_count_in_batch_emits_one_final_row_per_word_from_one_aggregation(
     _, keyed = results["BATCH"].accumulators.values()
     assert keyed.bundles == parallelism  # one aggregation per keyed subtask, at the end
     assert keyed.records_out == len(batch)
+
+
+def test_malformed_csv_rows_become_dead_letters_in_batch(spark, flights_dir, tmp_path) -> None:
+    """Two CSV files (of unknown size: two bundles of the reader, unioned into one plan) with
+    malformed lines, at parallelism 1: the good rows equal pandas, every bad line is a dead
+    letter once, as in STREAMING."""
+    good = write_csv(flights_dir, tmp_path / "csv")
+    settings = {"execution.runtime-mode": "BATCH", "parallelism.default": 1}
+    result = run_csv_job(spark, tmp_path, "csv-flights-batch", settings)
+
+    source, _ = result.accumulators.values()
+    assert source.bundles == 1  # both files in one Spark job
+    assert source.records_in == len(good) + len(BAD_LINES)
+    assert source.dead_letters == len(BAD_LINES)
+    assert_same_result(read_output(tmp_path / "out"), expected_flight_delays(good))
+    assert_dead_letters_once(tmp_path / "side" / "csv-flights-batch" / "dead-letters")
