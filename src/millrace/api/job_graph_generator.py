@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
+    PandasWindowFunction,
     SinkOperator,
     SourceOperator,
     TransformOperator,
@@ -166,18 +167,22 @@ def _build_vertices(
         elif isinstance(t, KeyByTransformation):
             window = chain[i + 1] if i + 1 < len(chain) else None
             if not isinstance(window, WindowAggregateTransformation):
-                raise PipelineError(f"{t.name} must be followed by .window(...).agg(...)")
+                raise PipelineError(
+                    f"{t.name} must be followed by .window(...).agg(...) or "
+                    ".window(...).apply_in_pandas(...)"
+                )
             if event_time is None:
                 raise PipelineError(
                     f"{window.name} needs event time: pass event_time= to env.from_source()"
                 )
             if any(isinstance(op, WindowAggregateOperator) for op in operators):
                 raise PipelineError("windowing the output of a window is not supported yet")
-            plan = _aggregate_plan(window.aggregates)
+            plan, function = _window_function(window)
+            lateness = window.lateness_ms
             operators.append(
-                LocalWindowAggregateOperator(t.keys, window.window, event_time, plan)
-                if plan.decomposable
-                else WindowAssignOperator(t.keys, window.window, event_time)
+                LocalWindowAggregateOperator(t.keys, window.window, event_time, plan, lateness)
+                if plan is not None and plan.decomposable
+                else WindowAssignOperator(t.keys, window.window, event_time, lateness)
             )
             _finish(current, [*operators, *source_side_outputs], vertices)
             source_side_outputs = []
@@ -186,7 +191,11 @@ def _build_vertices(
                 raise PipelineError(
                     f"{window.name}: parallelism {nxt_p} exceeds pipeline.max-parallelism={max_p}"
                 )
-            operators = [WindowAggregateOperator(t.keys, window.window, plan, window.name)]
+            operators = [
+                WindowAggregateOperator(
+                    t.keys, window.window, plan, window.name, lateness, function
+                )
+            ]
             nxt = JobVertex(window.name, nxt_p, WINDOW_TASK)
             edges.append(
                 JobEdge(current.vertex_id, nxt.vertex_id, DistributionPattern.HASH, t.keys)
@@ -237,7 +246,33 @@ def _check_parallelism(t: Transformation, vertex: JobVertex) -> None:
         )
 
 
-def _aggregate_plan(aggregates: tuple[object, ...]) -> AggregatePlan:
+def _window_function(
+    window: WindowAggregateTransformation,
+) -> tuple[AggregatePlan | None, PandasWindowFunction | None]:
+    """The aggregate plan of ``agg``, or the pandas function of ``apply_in_pandas`` with its
+    schema parsed (Spark's DDL parser: the SparkSession that builds the pipeline runs).
+
+    Raises:
+        PipelineError: If the DDL schema does not parse.
+    """
     from millrace.spark.aggregation import AggregatePlan
 
-    return AggregatePlan.of(aggregates)
+    if window.pandas_function is None:
+        return AggregatePlan.of(window.aggregates), None
+    fn, schema = window.pandas_function
+    if isinstance(schema, str):
+        from pyspark.sql.types import StructType, _parse_datatype_string
+
+        try:
+            parsed = _parse_datatype_string(schema)
+        except Exception as error:
+            raise PipelineError(
+                f"{window.name}: the schema {schema!r} is not a Spark DDL schema such as "
+                f"'origin string, flights long': {str(error).splitlines()[0]}"
+            ) from error
+        if not isinstance(parsed, StructType):
+            raise PipelineError(
+                f"{window.name}: the schema {schema!r} must list columns, e.g. 'n long'"
+            )
+        schema = parsed
+    return None, PandasWindowFunction(fn, schema)
