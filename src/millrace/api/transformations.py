@@ -15,6 +15,7 @@ from millrace.api.windows import WindowAssigner
 
 __all__ = [
     "KeyByTransformation",
+    "KeyedAggregateTransformation",
     "SinkTransformation",
     "SourceTransformation",
     "TransformTransformation",
@@ -66,6 +67,15 @@ class WindowAggregateTransformation(Transformation):
     aggregates: tuple[Any, ...] = ()
     lateness_ms: int = 0
     pandas_function: tuple[Callable[..., Any], Any] | None = None  # (fn, schema)
+
+
+@dataclass(eq=False)
+class KeyedAggregateTransformation(Transformation):
+    """A running aggregate per key, no window (Flink's ``keyBy().sum/reduce``, SQL's GROUP BY
+    over a stream)."""
+
+    keys: tuple[str, ...] = ()
+    aggregates: tuple[Any, ...] = ()
 
 
 @dataclass(eq=False)
