@@ -9,7 +9,14 @@ from millrace.api.stream_execution_environment import (
     JobExecutionResult,
     StreamExecutionEnvironment,
 )
-from millrace.api.windows import TumblingEventTimeWindows, tumbling
+from millrace.api.windows import (
+    EventTimeSessionWindows,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+    session,
+    sliding,
+    tumbling,
+)
 from millrace.config import Configuration, RuntimeExecutionMode
 from millrace.connectors import (
     DirectorySource,
@@ -24,6 +31,7 @@ __all__ = [
     "Configuration",
     "DataStream",
     "DirectorySource",
+    "EventTimeSessionWindows",
     "FileSource",
     "JobExecutionResult",
     "KafkaSource",
@@ -32,8 +40,11 @@ __all__ = [
     "PostgresSink",
     "ReplaySource",
     "RuntimeExecutionMode",
+    "SlidingEventTimeWindows",
     "StreamExecutionEnvironment",
     "TumblingEventTimeWindows",
     "WindowedStream",
+    "session",
+    "sliding",
     "tumbling",
 ]

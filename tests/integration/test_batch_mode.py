@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
@@ -35,7 +36,13 @@ from tests.integration.test_bad_input import (
     run_csv_job,
     write_csv,
 )
+from tests.integration.test_sliding_and_session_windows import committed
 from tests.integration.test_word_count_example import python_count
+from tests.integration.window_expectations import (
+    assert_rows_equal,
+    expected_sessions,
+    expected_sliding_delays,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -195,3 +202,24 @@ def test_malformed_csv_rows_become_dead_letters_in_batch(spark, flights_dir, tmp
     assert source.dead_letters == len(BAD_LINES)
     assert_same_result(read_output(tmp_path / "out"), expected_flight_delays(good))
     assert_dead_letters_once(tmp_path / "side" / "csv-flights-batch" / "dead-letters")
+
+
+@pytest.mark.parametrize("example", ["sliding_delays", "sessions"])
+def test_sliding_and_session_examples_in_batch_equal_pandas(
+    spark, shuffled, tmp_path, example
+) -> None:
+    """Sliding windows (a record in several windows) and merging session windows: one firing
+    per keyed subtask in BATCH, the same rows as pandas."""
+    module = load_example(example)
+    env = environment(spark, tmp_path, 2).set_runtime_mode("BATCH")
+    module.build(env, str(shuffled), str(tmp_path / "out"))
+    result = env.execute(f"{example}-batch")
+
+    flights = read_flights(shuffled)
+    if example == "sessions":
+        expected, key = expected_sessions(flights, pd.Timedelta(module.GAP)), "tailnum"
+    else:
+        expected, key = expected_sliding_delays(flights), "origin"
+    assert_rows_equal(committed(tmp_path / "out"), expected, key)
+    source, window = result.accumulators.values()
+    assert source.late_records == 0 and window.bundles == 2
