@@ -120,6 +120,7 @@ def test_a_lost_task_manager_reruns_only_the_keyed_subtask_it_ran(
     assert_same_result(
         read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
     )
+    assert not (tmp_path / "out" / ".pending").exists(), "the lost attempt's staged output stays"
     logs = [r.getMessage() for r in caplog.records]
     source_runs = [m for m in logs if "splits as one Spark job" in m]
     assert len(source_runs) == 2, f"the sources ran again: {source_runs}"
