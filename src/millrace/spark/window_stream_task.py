@@ -26,19 +26,16 @@ the rows of its own key groups from the restored files, whatever parallelism wro
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import time
 from dataclasses import replace
 from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
-from millrace.config import CheckpointingOptions, ExecutionOptions
-from millrace.errors import CheckpointDeclinedError, PipelineError, TaskCancelledError
-from millrace.runtime.checkpoint.checkpoint_storage import task_state_path
+from millrace.config import ExecutionOptions
+from millrace.errors import PipelineError
 from millrace.runtime.checkpoint.key_groups import key_group_range
-from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.partition_events import (
     MIN_WATERMARK,
     CheckpointBarrier,
@@ -46,6 +43,12 @@ from millrace.runtime.io.partition_events import (
     PartitionEvent,
 )
 from millrace.spark.exchange import window_end_range_ms
+from millrace.spark.keyed_state_files import (
+    read_key_groups,
+    remove_file,
+    write_local,
+    write_snapshot,
+)
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.window_firing import (
     FRESH,
@@ -54,7 +57,7 @@ from millrace.spark.window_firing import (
     live_rows,
     retained_state,
 )
-from millrace.spark.windowing import KEY_GROUP, WINDOW_START
+from millrace.spark.windowing import WINDOW_START
 
 __all__ = ["WindowStreamTask"]
 
@@ -190,7 +193,7 @@ class WindowStreamTask(SparkStreamTask):
             self._files = [self._settle(f, watermark) for f in kept]
         self._fresh.clear()
         for f in done:
-            _remove(f.path)
+            remove_file(f.path)
         logger.info(
             "%s: fired at watermark %d: %d rows from %d files in %.3f s",
             env.task_name,
@@ -221,7 +224,7 @@ class WindowStreamTask(SparkStreamTask):
         table = self._replace_state(compacted_state(self._pending_frame(), self._op), "compacted")
         self._fresh.clear()
         for f in old:
-            _remove(f.path)
+            remove_file(f.path)
         logger.info(
             "%s: compacted %d state files into %d rows in %.3f s",
             env.task_name,
@@ -232,11 +235,7 @@ class WindowStreamTask(SparkStreamTask):
 
     def _local_state_file(self, table: Any, name: str) -> DataBundle:
         """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a local state file."""
-        import pyarrow.parquet as pq
-
-        self._state_dir.mkdir(parents=True, exist_ok=True)
-        path = self._state_dir / name
-        pq.write_table(table, path)
+        path = write_local(table, self._state_dir, name)
         low, high = window_end_range_ms(table, self._op.window.size_ms)
         return DataBundle(str(path), table.num_rows, low, high)
 
@@ -244,44 +243,22 @@ class WindowStreamTask(SparkStreamTask):
 
     def _checkpoint(self, barrier: CheckpointBarrier) -> None:
         """The barrier arrived on every input: snapshot the unfired windows, pre-commit the
-        sinks, acknowledge, pass the barrier on.
+        sinks, acknowledge, pass the barrier on (``acknowledge_keyed``).
 
         Nothing fires here: the gate's watermark may already include watermarks that follow
         the barrier while the bundles before them are still to be accepted; windows ready at
         the barrier fire right after it, and their output belongs to the next checkpoint.
         """
-        env = self.environment
-        started = time.perf_counter()
-        try:
-            handles = self._snapshot_keyed_state(barrier.checkpoint_id)
-            sink_pending = self.pre_commit(barrier.checkpoint_id)
-        except TaskCancelledError:
-            raise
-        except Exception as error:  # the state cannot be written: decline, run on
-            reason = (
-                error.reason
-                if isinstance(error, CheckpointDeclinedError)
-                else f"writing keyed state failed: {type(error).__name__}: {error}"
-            )
-            if self.tdd.output_partition is not None:
-                env.broadcast(barrier)
-            logger.warning(
-                "%s: declining checkpoint %d: %s", env.task_name, barrier.checkpoint_id, reason
-            )
-            env.checkpoint_responder.decline_checkpoint(barrier.checkpoint_id, reason)
-            return
-        snapshot = TaskStateSnapshot(
-            keyed_state=handles, sink_pending=sink_pending, watermark_ms=self._fired
-        )
-        if self.tdd.output_partition is not None:
-            env.broadcast(barrier)
-        env.checkpoint_responder.acknowledge_checkpoint(barrier.checkpoint_id, snapshot)
-        logger.info(
-            "%s: checkpoint %d: %d rows of state in %.3f s",
-            env.task_name,
-            barrier.checkpoint_id,
-            sum(h.rows for h in handles),
-            time.perf_counter() - started,
+        self.acknowledge_keyed(
+            barrier,
+            lambda: write_snapshot(
+                self._pending_table(),
+                self.environment.configuration,
+                self.tdd,
+                barrier.checkpoint_id,
+                self._key_groups,
+            ),
+            self._fired,
         )
 
     def _pending_table(self) -> Any:
@@ -307,55 +284,13 @@ class WindowStreamTask(SparkStreamTask):
             table = table.filter(pc.greater(ends, self._fired))
         return table if table.num_rows else None
 
-    def _snapshot_keyed_state(self, checkpoint_id: int) -> tuple[KeyedStateHandle, ...]:
-        import fsspec
-        import pyarrow.parquet as pq
-
-        table = self._pending_table()
-        if table is None:
-            return ()
-        path = task_state_path(
-            self.environment.configuration.get(CheckpointingOptions.CHECKPOINTS_DIR),
-            self.tdd.job_id,
-            checkpoint_id,
-            self.tdd.vertex_id,
-            self.tdd.subtask_index,
-            self.tdd.attempt_id,
-        )
-        fs, target = fsspec.core.url_to_fs(path)
-        fs.makedirs(os.path.dirname(target), exist_ok=True)
-        with fs.open(target, "wb") as f:
-            pq.write_table(table, f)
-        return (
-            KeyedStateHandle(
-                path,
-                self._key_groups.start,
-                self._key_groups.end,
-                table.num_rows,
-                fs.size(target),
-            ),
-        )
-
     def _restore(self, snapshot: TaskStateSnapshot) -> None:
         """Take the rows of this subtask's key groups from the restored state files."""
-        import fsspec
-        import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         self._fired = snapshot.watermark_ms
-        tables = []
-        for handle in snapshot.keyed_state:
-            with fsspec.open(handle.path, "rb") as f:
-                table = pq.read_table(f)
-            groups = table.column(KEY_GROUP)
-            mine = pc.and_(
-                pc.greater_equal(groups, self._key_groups.start),
-                pc.less_equal(groups, self._key_groups.end),
-            )
-            tables.append(table.filter(mine))
-        restored = pa.concat_tables(tables, promote_options="default") if tables else None
-        if restored is not None and restored.num_rows:
+        restored = read_key_groups(snapshot, self._key_groups)
+        if restored is not None:
             fresh = None
             if FRESH in restored.column_names:
                 fresh = restored.column(FRESH)
@@ -379,8 +314,3 @@ class WindowStreamTask(SparkStreamTask):
             self._key_groups.end,
             self._fired,
         )
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path)
