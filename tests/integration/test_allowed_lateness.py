@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from millrace import (
@@ -44,35 +42,10 @@ from millrace.runtime.minicluster import MiniCluster
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.streams import committed, stream_settings, wait_for_rows
+from tests.integration.test_late_records import drop, flights_at, side_output
 from tests.waiting import wait_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
-
-DAY = "2013-01-01"
-
-
-def flights_at(times: list[str], first_flight: int) -> pa.Table:
-    stamps = pd.to_datetime([f"{DAY} {t}" for t in times], utc=True, format="ISO8601")
-    return pa.table(
-        {
-            "carrier": ["UA"] * len(times),
-            "flight": list(range(first_flight, first_flight + len(times))),
-            "time_hour": pa.array(stamps, type=pa.timestamp("us", tz="UTC")),
-        }
-    )
-
-
-def drop(inbox: Path, name: str, table: pa.Table) -> None:
-    hidden = inbox / f".{name}"
-    pq.write_table(table, hidden)
-    hidden.rename(inbox / name)
-
-
-def side_output(directory: Path) -> pd.DataFrame:
-    files = sorted(directory.glob("part-*.parquet"))
-    if not files:
-        return pd.DataFrame(columns=["source", "reason", "record", "subtask"])
-    return pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
 
 
 def run_arrivals(
