@@ -15,6 +15,8 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from millrace.api.join_operators import IntervalJoinOperator, RebalanceOperator, WindowJoinOperator
+from millrace.api.multi_input_transformations import MultiInputTransformation
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
     SinkOperator,
@@ -89,6 +91,13 @@ def generate_job_graph(
     ]
     for group in fan_out.values():
         chain = _linearize(group[0], seen)
+        if isinstance(chain[0], MultiInputTransformation):  # union, joins: own module
+            from millrace.api.multi_input_graph import build_multi_input_vertices
+
+            build_multi_input_vertices(
+                chain, group[1:], default_parallelism, max_parallelism, vertices, edges, extra, seen
+            )
+            continue
         _build_vertices(
             [*chain, *group[1:]], default_parallelism, max_parallelism, vertices, edges, extra
         )
@@ -107,7 +116,8 @@ def _with_stable_ids(graph: JobGraph) -> JobGraph:
         renamed[vertex.vertex_id] = JobVertexId(digest)
         vertex.vertex_id = JobVertexId(digest)
     graph.edges = [
-        JobEdge(renamed[e.source], renamed[e.target], e.pattern, e.key_columns) for e in graph.edges
+        JobEdge(renamed[e.source], renamed[e.target], e.pattern, e.key_columns, e.input_index)
+        for e in graph.edges
     ]
     return graph
 
@@ -126,7 +136,7 @@ def _linearize(sink: SinkTransformation, seen: set[int]) -> list[Transformation]
         chain.append(node)
         node = node.input
     chain.reverse()
-    if not isinstance(chain[0], SourceTransformation):
+    if not isinstance(chain[0], SourceTransformation | MultiInputTransformation):
         raise PipelineError(f"pipeline of {sink.name!r} does not start at a source")
     return chain
 
@@ -206,6 +216,9 @@ _KINDS: dict[type, OperatorKind] = {
     WindowAssignOperator: OperatorKind.PARTITION,
     WindowAggregateOperator: OperatorKind.WINDOW,
     SinkOperator: OperatorKind.SINK,
+    WindowJoinOperator: OperatorKind.WINDOW,
+    IntervalJoinOperator: OperatorKind.WINDOW,
+    RebalanceOperator: OperatorKind.PARTITION,
 }
 
 

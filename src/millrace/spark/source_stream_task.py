@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from millrace.api.connector.source import SourceBundle, SourceReader, SourceReaderContext
+from millrace.api.join_operators import RebalanceOperator
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
     SinkOperator,
@@ -42,7 +43,7 @@ from millrace.runtime.io.partition_events import (
     Watermark,
     WatermarkStatus,
 )
-from millrace.spark.exchange import write_exchange_files
+from millrace.spark.exchange import write_exchange_files, write_rebalanced
 from millrace.spark.side_outputs import DEAD_LETTERS, LATE, side_output_rows
 from millrace.spark.source_watermarks import SplitWatermarkTracker
 from millrace.spark.stream_task import SparkStreamTask
@@ -300,6 +301,8 @@ class SourceStreamTask(SparkStreamTask):
             for target, exchanged in files:
                 env.emit(target, exchanged)
             env.metrics.records_out += table.num_rows
+        elif isinstance(tail, RebalanceOperator):  # a union feeding sinks
+            env.metrics.records_out += write_rebalanced(self.collect(frame), env, sequence)
         elif self.sinks:
             env.metrics.records_out += self.write_sinks(self.collect(frame), sequence)
         else:
