@@ -174,3 +174,19 @@ def test_joined_columns_keep_equal_keys_once_and_suffix_other_clashes() -> None:
         ("r", "t_right", "t_right_right"),
         ("r", "y", "y"),
     ]
+
+
+def test_union_before_a_running_aggregate_feeds_one_keyed_vertex(env) -> None:
+    from pyspark.sql import functions as F
+
+    source(env, "a").union(source(env, "b")).key_by("k").agg(F.sum("x").alias("s")).sink_to(
+        ParquetSink("out")
+    )
+    graph = env.get_job_graph("job")
+
+    first, second, keyed = graph.vertices
+    assert first.is_source and second.is_source and not keyed.is_source
+    assert [(e.source, e.target) for e in graph.edges] == [
+        (first.vertex_id, keyed.vertex_id),
+        (second.vertex_id, keyed.vertex_id),
+    ]

@@ -450,3 +450,58 @@ def test_a_column_without_a_postgres_type_fails_the_write(tmp_path) -> None:
     with pytest.raises(PipelineError, match="tags"):
         sink.write(table, JOB, 0, 0, ATTEMPT)
     assert list(tmp_path.iterdir()) == []
+
+
+# Upserts (issue 11): an updating stream's rows replace the rows of their keys ---------------
+
+
+@pytest.mark.slow
+def test_upsert_commits_replace_the_rows_of_their_keys(postgres_conninfo, tmp_path) -> None:
+    sink = sink_of(postgres_conninfo, tmp_path).with_upsert_keys(("carrier",))
+    sink.initialize_global(JOB)
+    sink.commit(JOB, 1, [sink.write(delays(("AA", 3), ("UA", 5)), JOB, 0, 0, ATTEMPT).pending])
+    # a later checkpoint: AA changed, B6 is new, UA unchanged (not emitted)
+    sink.commit(JOB, 2, [sink.write(delays(("AA", 4), ("B6", 1)), JOB, 0, 1, ATTEMPT).pending])
+
+    assert rows_of(postgres_conninfo) == [("AA", 4), ("B6", 1), ("UA", 5)]
+    assert markers(postgres_conninfo) == [("delays", JOB, 1, 2), ("delays", JOB, 2, 2)]
+
+
+@pytest.mark.slow
+def test_within_one_commit_the_last_staged_row_of_a_key_wins(postgres_conninfo, tmp_path) -> None:
+    """A commit that carries an earlier failed one's files lists them first."""
+    sink = sink_of(postgres_conninfo, tmp_path).with_upsert_keys(("carrier",))
+    earlier = sink.write(delays(("AA", 3), ("UA", 5)), JOB, 0, 0, ATTEMPT).pending
+    later = sink.write(delays(("AA", 9)), JOB, 0, 1, ATTEMPT).pending
+    sink.commit(JOB, 2, [earlier, later])
+    sink.commit(JOB, 2, [earlier, later])  # replayed: nothing more
+
+    assert rows_of(postgres_conninfo) == [("AA", 9), ("UA", 5)]
+
+
+@pytest.mark.slow
+def test_upsert_into_a_table_without_a_unique_index_fails_at_start(
+    postgres_conninfo, tmp_path
+) -> None:
+    with psycopg.connect(postgres_conninfo, autocommit=True) as conn:
+        conn.execute("CREATE TABLE delays (carrier text, flights bigint)")
+    sink = sink_of(postgres_conninfo, tmp_path).with_upsert_keys(("carrier",))
+    with pytest.raises(CheckpointError, match=r"no unique index on exactly those columns"):
+        sink.initialize_global(JOB)
+    with psycopg.connect(postgres_conninfo, autocommit=True) as conn:
+        conn.execute("CREATE UNIQUE INDEX ON delays (carrier)")
+    sink.initialize_global(JOB)  # now it may
+    sink.commit(JOB, 1, [sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT).pending])
+    sink.commit(JOB, 2, [sink.write(delays(("AA", 5)), JOB, 0, 1, ATTEMPT).pending])
+    assert rows_of(postgres_conninfo) == [("AA", 5)]
+
+
+def test_an_updating_stream_that_lost_its_key_column_is_refused_at_write(tmp_path) -> None:
+    sink = sink_of("host=127.0.0.1", tmp_path).with_upsert_keys(("origin",))
+    with pytest.raises(PipelineError, match=r"lost its key column\(s\) origin"):
+        sink.write(delays(("AA", 3)), JOB, 0, 0, ATTEMPT)
+
+
+def test_an_upsert_needs_keys(tmp_path) -> None:
+    with pytest.raises(ValueError, match="at least one key column"):
+        sink_of("host=127.0.0.1", tmp_path).with_upsert_keys(())

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from millrace.api.transformations import (
     KeyByTransformation,
+    KeyedAggregateTransformation,
     SinkTransformation,
     Transformation,
     TransformTransformation,
@@ -134,6 +135,34 @@ class KeyedStream:
         if not isinstance(assigner, TumblingEventTimeWindows):
             raise TypeError(f"window() takes an assigner from millrace.windows, got {assigner!r}")
         return WindowedStream(self._env, self._key_by, assigner)
+
+    def agg(self, *aggregates: Any) -> DataStream:
+        """A running aggregate per key with Spark aggregate columns, no window (Flink's
+        ``keyBy().sum/reduce``; SQL's ``GROUP BY`` over a stream).
+
+        count, sum, min, max and avg are pre-aggregated before the exchange and merged into
+        keyed state (local-global aggregation); any other aggregate keeps the key's records in
+        keyed state and Spark aggregates them again when the key's value is emitted.
+
+        Output: in a job whose sources are all bounded, one final row per key when the input
+        ends. In an unbounded job an *updating* stream: at every checkpoint, the keys whose
+        aggregates changed since the previous one, with their new values (an upsert on the
+        key columns). Only sinks that accept updates take it (``PostgresSink`` upserts on the
+        keys); an append-only sink such as ``ParquetSink`` is refused at graph build.
+
+        Schema:
+            ``(key columns..., aggregates...)``, one row per key (per emission).
+
+        Raises:
+            ValueError: If no aggregate is given.
+        """
+        if not aggregates:
+            raise ValueError("agg() takes one or more Spark aggregate columns, e.g. F.count('*')")
+        keys = self._key_by.keys
+        t = KeyedAggregateTransformation(
+            f"Aggregate by {', '.join(keys)}", self._key_by, keys=keys, aggregates=aggregates
+        )
+        return DataStream(self._env, t)
 
     def interval_join(self, other: KeyedStream, suffix: str = "_right") -> IntervalJoin:
         """Flink's event-time interval join with ``other`` (keyed by as many columns):

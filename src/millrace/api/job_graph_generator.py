@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 from millrace.api.join_operators import IntervalJoinOperator, RebalanceOperator, WindowJoinOperator
 from millrace.api.multi_input_transformations import MultiInputTransformation
 from millrace.api.operators import (
+    KeyedAggregateOperator,
+    KeyedRecordsOperator,
+    LocalKeyedAggregateOperator,
     LocalWindowAggregateOperator,
     SinkOperator,
     SourceOperator,
@@ -27,6 +30,7 @@ from millrace.api.operators import (
 )
 from millrace.api.transformations import (
     KeyByTransformation,
+    KeyedAggregateTransformation,
     SinkTransformation,
     SourceTransformation,
     Transformation,
@@ -42,15 +46,17 @@ from millrace.runtime.jobgraph import (
     OperatorKind,
     SerializedOperator,
 )
+from millrace.runtime.source.split_enumerator import Boundedness
 from millrace.types import JobVertexId
 
 if TYPE_CHECKING:  # imported when needed: it imports pyspark
     from millrace.spark.aggregation import AggregatePlan
 
-__all__ = ["SOURCE_TASK", "WINDOW_TASK", "generate_job_graph"]
+__all__ = ["KEYED_AGGREGATE_TASK", "SOURCE_TASK", "WINDOW_TASK", "generate_job_graph"]
 
 SOURCE_TASK = "millrace.spark.source_stream_task:SourceStreamTask"
 WINDOW_TASK = "millrace.spark.window_stream_task:WindowStreamTask"
+KEYED_AGGREGATE_TASK = "millrace.spark.keyed_aggregate_stream_task:KeyedAggregateStreamTask"
 
 
 def generate_job_graph(
@@ -89,19 +95,33 @@ def generate_job_graph(
         SinkOperator(sink, f"Side output: {tag}", side_output=tag)
         for tag, sink in (side_outputs or {}).items()
     ]
-    for group in fan_out.values():
-        chain = _linearize(group[0], seen)
+    chains = [[*_linearize(group[0], seen), *group[1:]] for group in fan_out.values()]
+    bounded = all(
+        source.source.boundedness is Boundedness.BOUNDED
+        for chain in chains
+        for source in _sources(chain[0])
+    )
+    for chain in chains:
         if isinstance(chain[0], MultiInputTransformation):  # union, joins: own module
             from millrace.api.multi_input_graph import build_multi_input_vertices
 
             build_multi_input_vertices(
-                chain, group[1:], default_parallelism, max_parallelism, vertices, edges, extra, seen
+                chain, default_parallelism, max_parallelism, vertices, edges, extra, seen, bounded
             )
             continue
         _build_vertices(
-            [*chain, *group[1:]], default_parallelism, max_parallelism, vertices, edges, extra
+            chain, default_parallelism, max_parallelism, vertices, edges, extra, bounded=bounded
         )
     return _with_stable_ids(JobGraph(name, vertices, edges, max_parallelism=max_parallelism))
+
+
+def _sources(head: Transformation | None) -> list[SourceTransformation]:
+    """The sources upstream of ``head``, through the inputs of unions and joins."""
+    if isinstance(head, SourceTransformation):
+        return [head]
+    if isinstance(head, MultiInputTransformation):
+        return [s for t in head.inputs for s in _sources(t)]
+    return _sources(head.input) if head is not None else []
 
 
 def _with_stable_ids(graph: JobGraph) -> JobGraph:
@@ -148,6 +168,8 @@ def _build_vertices(
     vertices: list[JobVertex],
     edges: list[JobEdge],
     side_outputs: list[SinkOperator],
+    *,
+    bounded: bool,
 ) -> None:
     source = chain[0]
     assert isinstance(source, SourceTransformation)
@@ -164,6 +186,7 @@ def _build_vertices(
     ]
     current = JobVertex(source.name, parallelism, SOURCE_TASK, is_source=True)  # _finish: operators
     source_side_outputs = side_outputs
+    upsert_keys: tuple[str, ...] | None = None  # set while the stream is an updating one
     i = 1
     while i < len(chain):
         t = chain[i]
@@ -172,36 +195,69 @@ def _build_vertices(
             operators.append(TransformOperator(t.fn, t.name))
         elif isinstance(t, SinkTransformation):
             _check_parallelism(t, current)
-            operators.append(SinkOperator(t.sink, t.name))
+            operators.append(SinkOperator(_sink_for(t, upsert_keys), t.name))
         elif isinstance(t, KeyByTransformation):
-            window = chain[i + 1] if i + 1 < len(chain) else None
+            keyed = chain[i + 1] if i + 1 < len(chain) else None
+            if any(
+                isinstance(op, WindowAggregateOperator | KeyedAggregateOperator) for op in operators
+            ):
+                raise PipelineError(
+                    f"{t.name}: keying the output of a window or an aggregate again is not "
+                    "supported yet; aggregate once per pipeline"
+                )
+            if isinstance(keyed, KeyedAggregateTransformation):
+                plan = _aggregate_plan(keyed.aggregates)
+                operators.append(
+                    LocalKeyedAggregateOperator(t.keys, plan)
+                    if plan.decomposable
+                    else KeyedRecordsOperator(t.keys)
+                )
+                current = _next_vertex(
+                    current,
+                    operators,
+                    source_side_outputs,
+                    vertices,
+                    edges,
+                    t,
+                    keyed,
+                    default_p,
+                    max_p,
+                    KEYED_AGGREGATE_TASK,
+                )
+                source_side_outputs = []
+                operators = [KeyedAggregateOperator(t.keys, plan, keyed.name, bounded)]
+                upsert_keys = None if bounded else t.keys
+                i += 2
+                continue
+            window = keyed
             if not isinstance(window, WindowAggregateTransformation):
-                raise PipelineError(f"{t.name} must be followed by .window(...).agg(...)")
+                raise PipelineError(
+                    f"{t.name} must be followed by .agg(...) or .window(...).agg(...)"
+                )
             if event_time is None:
                 raise PipelineError(
                     f"{window.name} needs event time: pass event_time= to env.from_source()"
                 )
-            if any(isinstance(op, WindowAggregateOperator) for op in operators):
-                raise PipelineError("windowing the output of a window is not supported yet")
             plan = _aggregate_plan(window.aggregates)
             operators.append(
                 LocalWindowAggregateOperator(t.keys, window.window, event_time, plan)
                 if plan.decomposable
                 else WindowAssignOperator(t.keys, window.window, event_time)
             )
-            _finish(current, [*operators, *source_side_outputs], vertices)
-            source_side_outputs = []
-            nxt_p = window.parallelism or default_p
-            if nxt_p > max_p:
-                raise PipelineError(
-                    f"{window.name}: parallelism {nxt_p} exceeds pipeline.max-parallelism={max_p}"
-                )
-            operators = [WindowAggregateOperator(t.keys, window.window, plan, window.name)]
-            nxt = JobVertex(window.name, nxt_p, WINDOW_TASK)
-            edges.append(
-                JobEdge(current.vertex_id, nxt.vertex_id, DistributionPattern.HASH, t.keys)
+            current = _next_vertex(
+                current,
+                operators,
+                source_side_outputs,
+                vertices,
+                edges,
+                t,
+                window,
+                default_p,
+                max_p,
+                WINDOW_TASK,
             )
-            current = nxt
+            source_side_outputs = []
+            operators = [WindowAggregateOperator(t.keys, window.window, plan, window.name)]
             i += 1
         else:
             raise PipelineError(f"unsupported transformation {t.name!r}")
@@ -209,12 +265,60 @@ def _build_vertices(
     _finish(current, [*operators, *source_side_outputs], vertices)
 
 
+def _next_vertex(
+    current: JobVertex,
+    operators: list[object],
+    side_outputs: list[SinkOperator],
+    vertices: list[JobVertex],
+    edges: list[JobEdge],
+    key_by: KeyByTransformation,
+    keyed: Transformation,
+    default_p: int,
+    max_p: int,
+    invokable: str,
+) -> JobVertex:
+    """Close ``current`` with ``operators`` and open the keyed vertex that ``keyed`` runs in,
+    behind a HASH edge on ``key_by``'s keys."""
+    _finish(current, [*operators, *side_outputs], vertices)
+    parallelism = keyed.parallelism or default_p
+    if parallelism > max_p:
+        raise PipelineError(
+            f"{keyed.name}: parallelism {parallelism} exceeds pipeline.max-parallelism={max_p}"
+        )
+    nxt = JobVertex(keyed.name, parallelism, invokable)
+    edges.append(JobEdge(current.vertex_id, nxt.vertex_id, DistributionPattern.HASH, key_by.keys))
+    return nxt
+
+
+def _sink_for(t: SinkTransformation, upsert_keys: tuple[str, ...] | None) -> Any:
+    """The sink of ``t``; for an updating stream, the sink in upsert mode on ``upsert_keys``.
+
+    Raises:
+        PipelineError: If the stream is updating and the sink accepts only appends.
+    """
+    if upsert_keys is None:
+        return t.sink
+    with_upsert_keys = getattr(t.sink, "with_upsert_keys", None)
+    if with_upsert_keys is None:
+        raise PipelineError(
+            f"{t.name}: the stream is an updating one (a running aggregate by "
+            f"{', '.join(upsert_keys)} over an unbounded source emits new values for its keys "
+            f"at every checkpoint) and {t.sink.describe()} accepts only appends. Write it to a "
+            "sink that upserts (PostgresSink), window the aggregate (.window(...).agg(...)), or "
+            "read bounded sources only (the job then writes one final row per key)"
+        )
+    return with_upsert_keys(upsert_keys)
+
+
 _KINDS: dict[type, OperatorKind] = {
     SourceOperator: OperatorKind.SOURCE,
     TransformOperator: OperatorKind.TRANSFORM,
     LocalWindowAggregateOperator: OperatorKind.PARTITION,
     WindowAssignOperator: OperatorKind.PARTITION,
+    LocalKeyedAggregateOperator: OperatorKind.PARTITION,
+    KeyedRecordsOperator: OperatorKind.PARTITION,
     WindowAggregateOperator: OperatorKind.WINDOW,
+    KeyedAggregateOperator: OperatorKind.AGGREGATE,
     SinkOperator: OperatorKind.SINK,
     WindowJoinOperator: OperatorKind.WINDOW,
     IntervalJoinOperator: OperatorKind.WINDOW,

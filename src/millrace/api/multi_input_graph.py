@@ -20,8 +20,6 @@ windows, running aggregates and joins before a union or join are refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from millrace.api.job_graph_generator import (
     SOURCE_TASK,
     _build_vertices,
@@ -66,16 +64,16 @@ INTERVAL_JOIN_TASK = "millrace.spark.interval_join_stream_task:IntervalJoinStrea
 
 def build_multi_input_vertices(
     chain: list[Transformation],
-    extra_sinks: Sequence[SinkTransformation],
     default_p: int,
     max_p: int,
     vertices: list[JobVertex],
     edges: list[JobEdge],
     side_outputs: list[SinkOperator],
     seen: set[int],
+    bounded: bool,
 ) -> None:
     """Append the vertices and edges of ``chain`` (a multi-input transformation, then a linear
-    tail ending in a sink) and of its inputs.
+    tail ending in sinks) and of its inputs; ``bounded``: every source of the job is bounded.
 
     Raises:
         PipelineError: If an input is not a linear chain from a source (or a union of such),
@@ -84,11 +82,11 @@ def build_multi_input_vertices(
     """
     head = chain[0]
     assert isinstance(head, MultiInputTransformation)
-    tail = [*chain[1:], *extra_sinks]
+    tail = chain[1:]
     if isinstance(head, UnionTransformation):
         branches = [b for t in head.inputs for b in _branches(t, seen)]
         if any(isinstance(t, KeyByTransformation) for t in tail):
-            _keyed_union(branches, tail, default_p, max_p, vertices, edges, side_outputs)
+            _keyed_union(branches, tail, default_p, max_p, vertices, edges, side_outputs, bounded)
         else:
             _union_into_sinks(head, branches, tail, default_p, vertices, edges, side_outputs)
     elif isinstance(head, WindowJoinTransformation | IntervalJoinTransformation):
@@ -176,6 +174,7 @@ def _keyed_union(
     vertices: list[JobVertex],
     edges: list[JobEdge],
     side_outputs: list[SinkOperator],
+    bounded: bool,
 ) -> None:
     """Each branch, with the tail, built as a single-source pipeline; the keyed vertices of
     all branches but the first are dropped and their exchanges redirected to the first's."""
@@ -184,7 +183,9 @@ def _keyed_union(
     for i, branch in enumerate(branches):
         built: list[JobVertex] = []
         built_edges: list[JobEdge] = []
-        _build_vertices([*branch, *tail], default_p, max_p, built, built_edges, side_outputs)
+        _build_vertices(
+            [*branch, *tail], default_p, max_p, built, built_edges, side_outputs, bounded=bounded
+        )
         source = built[0]
         exchange = [e for e in built_edges if e.source == source.vertex_id]
         assert len(exchange) == 1, "a keyed pipeline's source vertex has one exchange"

@@ -14,6 +14,9 @@ from typing import Any
 from millrace.api.windows import TumblingEventTimeWindows
 
 __all__ = [
+    "KeyedAggregateOperator",
+    "KeyedRecordsOperator",
+    "LocalKeyedAggregateOperator",
     "LocalWindowAggregateOperator",
     "SinkOperator",
     "SourceOperator",
@@ -83,6 +86,42 @@ class WindowAggregateOperator:
     window: TumblingEventTimeWindows
     plan: Any  # millrace.spark.aggregation.AggregatePlan
     name: str
+
+
+@dataclass(frozen=True)
+class LocalKeyedAggregateOperator:
+    """Pre-aggregates each bundle per key before the exchange (local-global, no window)."""
+
+    keys: tuple[str, ...]
+    plan: Any  # millrace.spark.aggregation.AggregatePlan
+
+
+@dataclass(frozen=True)
+class KeyedRecordsOperator:
+    """Partitions records by the key group of ``keys`` (a running aggregate that does not
+    decompose: the keyed side keeps the records)."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KeyedAggregateOperator:
+    """Running keyed aggregate: keeps partial aggregates (or records) per key in keyed state.
+
+    Attributes:
+        keys: Key columns.
+        plan: ``millrace.spark.aggregation.AggregatePlan``; ``plan.decomposable`` tells whether
+            the input holds partials or records.
+        name: Operator name.
+        bounded: Every source of the job is bounded: emit one final row per key at the end of
+            input only. Otherwise emit the changed keys at every checkpoint barrier (and, with
+            checkpointing off, after every batch of input).
+    """
+
+    keys: tuple[str, ...]
+    plan: Any
+    name: str
+    bounded: bool
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from millrace.api.windows import TumblingEventTimeWindows
 
 __all__ = [
     "KeyByTransformation",
+    "KeyedAggregateTransformation",
     "SinkTransformation",
     "SourceTransformation",
     "TransformTransformation",
@@ -63,6 +64,15 @@ class KeyByTransformation(Transformation):
 class WindowAggregateTransformation(Transformation):
     keys: tuple[str, ...] = ()
     window: TumblingEventTimeWindows
+    aggregates: tuple[Any, ...] = ()
+
+
+@dataclass(eq=False)
+class KeyedAggregateTransformation(Transformation):
+    """A running aggregate per key, no window (Flink's ``keyBy().sum/reduce``, SQL's GROUP BY
+    over a stream)."""
+
+    keys: tuple[str, ...] = ()
     aggregates: tuple[Any, ...] = ()
 
 

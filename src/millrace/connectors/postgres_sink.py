@@ -27,6 +27,13 @@ The target table:
 
 Modes: ``append`` (default) adds rows; ``overwrite`` empties the table (``TRUNCATE``) when the
 job starts for the first time (not when it restores a checkpoint or savepoint).
+
+Updating streams (a running aggregate of an unbounded job) reach the sink in upsert mode
+(``with_upsert_keys``, called by the JobGraph generator): the commit copies the staged rows into
+a temporary table and inserts them with ``ON CONFLICT (keys) DO UPDATE``, the last row of a key
+winning, in the same transaction as the marker, so a key's value and the checkpoint that
+produced it are committed together. The target table needs a unique index on the key columns;
+a table the sink creates gets one (``UNIQUE NULLS NOT DISTINCT``, PostgreSQL 15 or later).
 """
 
 from __future__ import annotations
@@ -38,12 +45,17 @@ import posixpath
 import urllib.parse
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from millrace.api.connector.sink import SinkWrite
 from millrace.connectors.file_formats import absolute_local_path
 from millrace.connectors.postgres_types import csv_chunks, postgres_type, unsupported_columns
+from millrace.connectors.postgres_upsert import (
+    require_unique_index,
+    staging_table,
+    upsert_staged,
+)
 from millrace.connectors.staged_files import make_durable
 from millrace.errors import CheckpointError, PipelineError
 
@@ -79,6 +91,8 @@ class PostgresSink:
             ``schema.name``; created when missing.
         connect_timeout: Seconds to wait for a connection (libpq rounds up to whole seconds,
             at least 2).
+        upsert_keys: Key columns of an updating stream (set by ``with_upsert_keys``): rows
+            replace the table's row of their key instead of adding one. None: append.
 
     Raises:
         ValueError: For an unknown mode, an empty table name or a non-positive timeout.
@@ -96,6 +110,7 @@ class PostgresSink:
     sink_id: str | None = None
     marker_table: str = "millrace_sink_commits"
     connect_timeout: float = 10.0
+    upsert_keys: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in _MODES:
@@ -114,6 +129,17 @@ class PostgresSink:
         """``postgresql table T at HOST:PORT/DB`` (no user, no password)."""
         return f"postgresql table {self.table} at {self._server()}"
 
+    def with_upsert_keys(self, keys: tuple[str, ...]) -> PostgresSink:
+        """This sink for an updating stream keyed by ``keys``: each commit upserts its rows on
+        those columns (``INSERT ... ON CONFLICT (keys) DO UPDATE``).
+
+        Raises:
+            ValueError: If ``keys`` is empty.
+        """
+        if not keys:
+            raise ValueError("an upsert needs at least one key column")
+        return replace(self, upsert_keys=tuple(keys))
+
     # Task side ---------------------------------------------------------------------------------
 
     def write(
@@ -128,7 +154,8 @@ class PostgresSink:
             The rows and the staged file's path (None for an empty table).
 
         Raises:
-            PipelineError: If a column has no PostgreSQL type (``postgres_types``).
+            PipelineError: If a column has no PostgreSQL type (``postgres_types``), or an
+                upsert key column is missing.
         """
         import pyarrow.parquet as pq
 
@@ -137,6 +164,12 @@ class PostgresSink:
             raise PipelineError(
                 f"{self.describe()}: no PostgreSQL type for column(s) {', '.join(refused)}; "
                 "cast them in a transform before the sink"
+            )
+        missing = [k for k in self.upsert_keys or () if k not in table.column_names]
+        if missing:
+            raise PipelineError(
+                f"{self.describe()}: the updating stream lost its key column(s) "
+                f"{', '.join(missing)} on the way to the sink; keep them through transform()"
             )
         if table.num_rows == 0:
             return SinkWrite(0, None)
@@ -179,6 +212,8 @@ class PostgresSink:
                 self._ensure_table(conn, None)
             if self.mode == "overwrite" and self._exists(conn, self._table_sql()):
                 conn.execute(sql.SQL("TRUNCATE {}").format(self._table_sql()))
+            if self.upsert_keys is not None and self._exists(conn, self._table_sql()):
+                require_unique_index(conn, self._table_sql(), self.upsert_keys, self.describe())
 
     def commit(self, job_id: str, commit_id: int, pending: Sequence[str]) -> None:
         """Load ``pending`` into the table in one transaction, unless ``commit_id`` of this
@@ -303,14 +338,19 @@ class PostgresSink:
                 parquet = pq.ParquetFile(f)
                 schema = parquet.schema_arrow
                 self._ensure_table(conn, schema)
-                columns = sql.SQL(", ").join(sql.Identifier(n) for n in schema.names)
-                statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
-                    self._table_sql(), columns
+                target = (
+                    self._table_sql()
+                    if self.upsert_keys is None
+                    else staging_table(conn, self._table_sql())
                 )
+                columns = sql.SQL(", ").join(sql.Identifier(n) for n in schema.names)
+                statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(target, columns)
                 with conn.cursor().copy(statement) as copy:
                     for chunk in csv_chunks(parquet):
                         copy.write(chunk)
                 rows += parquet.metadata.num_rows
+        if self.upsert_keys is not None and pending:
+            upsert_staged(conn, self._table_sql(), self.upsert_keys, schema.names)
         return rows
 
     def _ensure_table(self, conn: Any, schema: Any) -> None:
@@ -329,11 +369,14 @@ class PostgresSink:
         if self.ddl is not None:
             conn.execute(sql.SQL(self.ddl))  # the user's DDL, not a literal
             return
-        columns = sql.SQL(", ").join(
+        columns = [
             sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(postgres_type(f.type)))
             for f in schema
-        )
-        conn.execute(sql.SQL("CREATE TABLE {} ({})").format(target, columns))
+        ]
+        if self.upsert_keys is not None:
+            keys = sql.SQL(", ").join(sql.Identifier(k) for k in self.upsert_keys)
+            columns.append(sql.SQL("UNIQUE NULLS NOT DISTINCT ({})").format(keys))
+        conn.execute(sql.SQL("CREATE TABLE {} ({})").format(target, sql.SQL(", ").join(columns)))
 
     def _ensure_marker_table(self, conn: Any) -> None:
         from psycopg import sql

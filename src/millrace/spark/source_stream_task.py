@@ -28,6 +28,8 @@ from typing import Any
 from millrace.api.connector.source import SourceBundle, SourceReader, SourceReaderContext
 from millrace.api.join_operators import RebalanceOperator
 from millrace.api.operators import (
+    KeyedRecordsOperator,
+    LocalKeyedAggregateOperator,
     LocalWindowAggregateOperator,
     SinkOperator,
     SourceOperator,
@@ -44,6 +46,7 @@ from millrace.runtime.io.partition_events import (
     WatermarkStatus,
 )
 from millrace.spark.exchange import write_exchange_files, write_rebalanced
+from millrace.spark.running_aggregation import keyed_exchange_frame
 from millrace.spark.side_outputs import DEAD_LETTERS, LATE, side_output_rows
 from millrace.spark.source_watermarks import SplitWatermarkTracker
 from millrace.spark.stream_task import SparkStreamTask
@@ -289,18 +292,11 @@ class SourceStreamTask(SparkStreamTask):
             else:
                 out = windowed.withColumn(_ROWS, F.lit(1))
             table, late = _split_late(self.collect(out))
-            files = write_exchange_files(
-                # per attempt: a zombie of a failed attempt can never overwrite a file that a
-                # later attempt announced
-                table,
-                env.working_dir / "exchange" / self.tdd.vertex_id / self.tdd.attempt_id,
-                f"{self.tdd.subtask_index:03d}-{sequence:06d}",
-                consumers,
-                window.size_ms,
-            )
-            for target, exchanged in files:
-                env.emit(target, exchanged)
-            env.metrics.records_out += table.num_rows
+            self._exchange(table, sequence, window.size_ms)
+        elif isinstance(tail, LocalKeyedAggregateOperator | KeyedRecordsOperator):
+            consumers = self.tdd.num_subpartitions
+            out = keyed_exchange_frame(frame, tail, self.tdd.max_parallelism, consumers)
+            self._exchange(self.collect(out), sequence, None)
         elif isinstance(tail, RebalanceOperator):  # a union feeding sinks
             env.metrics.records_out += write_rebalanced(self.collect(frame), env, sequence)
         elif self.sinks:
@@ -324,6 +320,23 @@ class SourceStreamTask(SparkStreamTask):
             for i, split_id in enumerate(split_ids)
             if counts.get(f"max{i}") is not None
         }
+
+    def _exchange(self, table: Any, sequence: int, window_size_ms: int | None) -> None:
+        """Hand ``table`` (``pyarrow.Table`` with ``__target``) to the consumer subtasks: one
+        exchange file per consumer, announced on its subpartition."""
+        env = self.environment
+        files = write_exchange_files(
+            # per attempt: a zombie of a failed attempt can never overwrite a file that a
+            # later attempt announced
+            table,
+            env.working_dir / "exchange" / self.tdd.vertex_id / self.tdd.attempt_id,
+            f"{self.tdd.subtask_index:03d}-{sequence:06d}",
+            self.tdd.num_subpartitions,
+            window_size_ms,
+        )
+        for target, exchanged in files:
+            env.emit(target, exchanged)
+        env.metrics.records_out += table.num_rows
 
     def _write_dead_letters(
         self, base: Any, reason: Any, bundle: SourceBundle, splits: list[str], sequence: int

@@ -10,16 +10,22 @@ the data staged for the next one.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import astuple
 from typing import Any
 
 from millrace.api.operators import SinkOperator, TransformOperator
 from millrace.config import ExecutionOptions, RpcOptions
-from millrace.errors import CheckpointDeclinedError, PipelineError
+from millrace.errors import CheckpointDeclinedError, PipelineError, TaskCancelledError
+from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
+from millrace.runtime.io.partition_events import CheckpointBarrier
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
 
 __all__ = ["SparkStreamTask"]
+
+logger = logging.getLogger(__name__)
 
 _METRICS_INTERVAL = 1.0  # seconds between two progress reports of a running task
 
@@ -141,6 +147,54 @@ class SparkStreamTask(AbstractInvokable):
                     f"pre-commit of {sink.describe()} failed: {type(error).__name__}: {error}",
                 ) from error
         return staged
+
+    def acknowledge_keyed(
+        self,
+        barrier: CheckpointBarrier,
+        keyed_state: Callable[[], tuple[KeyedStateHandle, ...]],
+        watermark_ms: int,
+    ) -> None:
+        """A keyed task's part of a checkpoint, once its barrier is aligned: snapshot the
+        keyed state (``keyed_state()`` writes it), pre-commit the sinks, pass the barrier on,
+        acknowledge. If the state or a pre-commit cannot be written, decline the checkpoint
+        and run on (the barrier still goes out, so the tasks downstream stay aligned).
+
+        Raises:
+            TaskCancelledError: If the task was cancelled meanwhile.
+        """
+        env = self.environment
+        started = time.perf_counter()
+        try:
+            handles = keyed_state()
+            sink_pending = self.pre_commit(barrier.checkpoint_id)
+        except TaskCancelledError:
+            raise
+        except Exception as error:
+            reason = (
+                error.reason
+                if isinstance(error, CheckpointDeclinedError)
+                else f"writing keyed state failed: {type(error).__name__}: {error}"
+            )
+            if self.tdd.output_partition is not None:
+                env.broadcast(barrier)
+            logger.warning(
+                "%s: declining checkpoint %d: %s", env.task_name, barrier.checkpoint_id, reason
+            )
+            env.checkpoint_responder.decline_checkpoint(barrier.checkpoint_id, reason)
+            return
+        snapshot = TaskStateSnapshot(
+            keyed_state=handles, sink_pending=sink_pending, watermark_ms=watermark_ms
+        )
+        if self.tdd.output_partition is not None:
+            env.broadcast(barrier)
+        env.checkpoint_responder.acknowledge_checkpoint(barrier.checkpoint_id, snapshot)
+        logger.info(
+            "%s: checkpoint %d: %d rows of state in %.3f s",
+            env.task_name,
+            barrier.checkpoint_id,
+            sum(h.rows for h in handles),
+            time.perf_counter() - started,
+        )
 
     def report_clock(self, watermark_ms: int, *, force: bool = False) -> None:
         """Report this task's min clock to the JobMaster's clock service (seed 001) when it

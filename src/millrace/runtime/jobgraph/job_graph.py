@@ -37,6 +37,7 @@ class OperatorKind(enum.Enum):
     TRANSFORM = "TRANSFORM"
     PARTITION = "PARTITION"
     WINDOW = "WINDOW"
+    AGGREGATE = "AGGREGATE"
     SINK = "SINK"
     SIDE_OUTPUT = "SIDE_OUTPUT"
 

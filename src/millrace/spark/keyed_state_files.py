@@ -1,0 +1,115 @@
+"""Keyed state as Parquet files: local state files, checkpoint snapshots, restore by key group.
+
+A keyed task (a window, a running aggregate) keeps its state as Parquet files of rows that
+carry their key group (``__kg``). A snapshot concatenates the live rows into one file under the
+checkpoint directory with pyarrow (no Spark job) and names its key-group range; a restored
+task takes the rows of its own key groups from every restored file, whatever parallelism wrote
+them, so a savepoint restores at another parallelism (Flink's key groups).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from millrace.config import CheckpointingOptions
+from millrace.runtime.checkpoint.checkpoint_storage import task_state_path
+from millrace.runtime.checkpoint.key_groups import KeyGroupRange
+from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
+from millrace.runtime.deployment import TaskDeploymentDescriptor
+from millrace.spark.windowing import KEY_GROUP
+
+__all__ = ["concat_tables", "read_key_groups", "remove_file", "write_local", "write_snapshot"]
+
+
+def concat_tables(paths: list[str]) -> Any:
+    """The rows of the Parquet files ``paths`` as one ``pyarrow.Table``, or None if none."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not paths:
+        return None
+    return pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
+
+
+def write_local(table: Any, directory: Path, name: str) -> Path:
+    """Write ``table`` (``pyarrow.Table``) as ``directory/name``; returns the path."""
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    pq.write_table(table, path)
+    return path
+
+
+def write_snapshot(
+    table: Any,
+    configuration: Any,
+    tdd: TaskDeploymentDescriptor,
+    checkpoint_id: int,
+    key_groups: KeyGroupRange,
+) -> tuple[KeyedStateHandle, ...]:
+    """Write ``table`` (``pyarrow.Table`` or None) as the task's keyed state of
+    ``checkpoint_id`` under ``execution.checkpointing.dir`` (fsspec).
+
+    Returns:
+        One handle naming the file and ``key_groups``, or none for an empty table.
+
+    Raises:
+        OSError: If the file cannot be written (the task declines the checkpoint).
+    """
+    import fsspec
+    import pyarrow.parquet as pq
+
+    if table is None or table.num_rows == 0:
+        return ()
+    path = task_state_path(
+        configuration.get(CheckpointingOptions.CHECKPOINTS_DIR),
+        tdd.job_id,
+        checkpoint_id,
+        tdd.vertex_id,
+        tdd.subtask_index,
+        tdd.attempt_id,
+    )
+    fs, target = fsspec.core.url_to_fs(path)
+    fs.makedirs(os.path.dirname(target), exist_ok=True)
+    with fs.open(target, "wb") as f:
+        pq.write_table(table, f)
+    return (
+        KeyedStateHandle(path, key_groups.start, key_groups.end, table.num_rows, fs.size(target)),
+    )
+
+
+def read_key_groups(snapshot: TaskStateSnapshot, key_groups: KeyGroupRange) -> Any:
+    """The rows of ``key_groups`` in the restored keyed state files (``pyarrow.Table``), or
+    None when there are none.
+
+    Raises:
+        OSError: If a restored file cannot be read (the restore fails the task).
+    """
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tables = []
+    for handle in snapshot.keyed_state:
+        if handle.key_group_end < key_groups.start or handle.key_group_start > key_groups.end:
+            continue
+        with fsspec.open(handle.path, "rb") as f:
+            table = pq.read_table(f)
+        groups = table.column(KEY_GROUP)
+        mine = pc.and_(
+            pc.greater_equal(groups, key_groups.start), pc.less_equal(groups, key_groups.end)
+        )
+        tables.append(table.filter(mine))
+    restored = pa.concat_tables(tables, promote_options="default") if tables else None
+    return restored if restored is not None and restored.num_rows else None
+
+
+def remove_file(path: str) -> None:
+    """Delete a local state or exchange file; one already gone is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
