@@ -226,3 +226,15 @@ def test_interval_join_equals_pandas(spark, shuffled, tmp_path, parallelism):
     *sources, join = result.accumulators.values()
     assert sum(s.late_records for s in sources) == 0
     assert join.records_out == len(expected)
+
+
+def test_join_keys_of_two_types_fail_naming_both(spark, shuffled, tmp_path):
+    env = environment(spark, tmp_path, 2, **{"restart-strategy.type": "none"})
+    weather = env.from_source(
+        FileSource.parquet(str(shuffled[1])), event_time="time_hour", name="weather"
+    )
+    flights(env, shuffled[0]).join(weather).where("flight").equal_to("temp").window(
+        tumbling("1 h")
+    ).sink_to(ParquetSink(str(tmp_path / "out")))
+    with pytest.raises(JobExecutionError, match="key 'flight' of the first input is int64 but"):
+        env.execute("join-key-types")
