@@ -81,3 +81,25 @@ def test_failing_job_exits_1_with_the_root_cause(flights_dir, tmp_path) -> None:
     assert "missing_column" in result.stdout
     assert not list(Path(tmp_path / "out").glob("part-*"))
     assert not result.leftover
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_pipeline_that_cannot_run_fails_before_the_cluster_starts(tmp_path) -> None:
+    """Issue 11: a window over a text file (no event time) is refused when the script
+    executes, before any endpoint or TaskManager of the embedded cluster starts."""
+    script = tmp_path / "no_event_time.py"
+    script.write_text(
+        "from pyspark.sql import functions as F\n"
+        "from millrace import FileSource, ParquetSink, StreamExecutionEnvironment, tumbling\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "(env.from_source(FileSource.text('/usr/share/common-licenses'))\n"
+        " .key_by('value').window(tumbling('1 h')).agg(F.count('*').alias('n'))\n"
+        f" .sink_to(ParquetSink({str(tmp_path / 'out')!r})))\n"
+        "env.execute('no-event-time')\n"
+    )
+    result = run_cli(["run", str(script), "-D", f"io.tmp.dirs={tmp_path / 'tmp'}"], cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "needs event time: pass event_time=" in result.stdout
+    assert "Cluster up" not in result.stdout  # refused before the cluster started
+    assert not result.leftover

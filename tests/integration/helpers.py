@@ -26,12 +26,14 @@ def load_example(name: str) -> ModuleType:
     return module
 
 
-def read_output(directory: Path) -> pd.DataFrame:
-    """The committed ``part-*.parquet`` files of a ParquetSink, sorted by carrier and window."""
+def read_output(
+    directory: Path, order: tuple[str, ...] = ("carrier", "window_start")
+) -> pd.DataFrame:
+    """The committed ``part-*.parquet`` files of a ParquetSink, sorted by ``order``."""
     files = sorted(directory.glob("part-*.parquet"))
     assert files, f"no committed output under {directory}"
     frame = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
-    return frame.sort_values(["carrier", "window_start"], ignore_index=True)
+    return frame.sort_values(list(order), ignore_index=True)
 
 
 def expected_flight_delays(flights: pd.DataFrame) -> pd.DataFrame:

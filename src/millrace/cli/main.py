@@ -33,11 +33,10 @@ from millrace.cli.cli_configuration import (
 from millrace.cli.cluster_commands import cluster_app, taskmanager_app
 from millrace.cli.job_commands import cancel, list_jobs, savepoint
 from millrace.cli.job_summary import print_summary
-from millrace.cli.progress import DetachedExecutor, ProgressExecutor
+from millrace.cli.progress import DetachedExecutor, EmbeddedClusterExecutor, ProgressExecutor
 from millrace.cli.remote_cluster import RemoteCluster, resolve_jobmanager
 from millrace.config import (
     CheckpointingOptions,
-    ClusterOptions,
     Configuration,
     SparkOptions,
     all_options,
@@ -116,16 +115,14 @@ def _run_embedded(
     cluster = MiniCluster(conf, runtime)
     spark_seconds = 0.0
     try:
-        with console.status("Starting the cluster and Spark..."):
-            cluster.start()
+        # Spark first: the script's aggregate columns need a SparkContext. The cluster starts
+        # with the first job, once its pipeline passed the JobGraph generator's checks.
+        with console.status("Starting Spark..."):
+            runtime.start()
             spark = runtime.get()
         spark_seconds = time.monotonic() - started
-        console.print(
-            f"Cluster up: {len(cluster.task_executors)} TaskManagers x "
-            f"{conf.get(ClusterOptions.NUM_TASK_SLOTS)} slots, Spark "
-            f"{spark.version} ({spark_seconds:.1f} s)"
-        )
-        executor = ProgressExecutor(cluster.job_client, console)
+        console.print(f"Spark {spark.version} ({spark_seconds:.1f} s)")
+        executor = EmbeddedClusterExecutor(cluster, console)
         set_context(conf, spark, executor)
         code = _run_script(console, script, args)
         for job_graph, result in executor.runs:

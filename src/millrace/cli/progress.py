@@ -20,11 +20,13 @@ from rich.progress import (
 )
 
 from millrace.api.stream_execution_environment import JobSubmissionResult
+from millrace.config import ClusterOptions
 from millrace.runtime.client.job_client import JobClientGateway
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
+from millrace.runtime.minicluster import MiniCluster
 
-__all__ = ["DetachedExecutor", "ProgressExecutor"]
+__all__ = ["DetachedExecutor", "EmbeddedClusterExecutor", "ProgressExecutor"]
 
 _POLL_INTERVAL = 0.25  # seconds between JobDetails requests
 
@@ -112,3 +114,36 @@ class DetachedExecutor:
         self.submitted.append((job_graph, job_id))
         self.console.print(f"Job {job_id} ({job_graph.name}) submitted, detached")
         return JobSubmissionResult(job_id, job_graph.name)
+
+
+@dataclass
+class EmbeddedClusterExecutor:
+    """A PipelineExecutor of ``millrace run`` without ``--jobmanager``: starts the embedded
+    cluster when the script executes its first job, after that job's JobGraph was built and
+    checked, so a pipeline that cannot run fails before any endpoint or TaskManager starts.
+    Jobs then run with progress (``ProgressExecutor``).
+
+    Args:
+        cluster: The embedded cluster, not started yet (the caller closes it).
+        console: Where progress goes.
+
+    Attributes:
+        runs: ``(job_graph, result)`` of every job run, in order.
+    """
+
+    cluster: MiniCluster
+    console: Console
+    runs: list[tuple[JobGraph, JobResult]] = field(default_factory=list)
+    _progress: ProgressExecutor | None = None
+
+    def __call__(self, job_graph: JobGraph) -> JobResult:
+        if self._progress is None:
+            with self.console.status("Starting the cluster..."):
+                self.cluster.start()
+            conf = self.cluster.configuration
+            self.console.print(
+                f"Cluster up: {len(self.cluster.task_executors)} TaskManagers x "
+                f"{conf.get(ClusterOptions.NUM_TASK_SLOTS)} slots"
+            )
+            self._progress = ProgressExecutor(self.cluster.job_client, self.console, self.runs)
+        return self._progress(job_graph)

@@ -143,9 +143,14 @@ class BackgroundSparkSession:
         self._lock = threading.Lock()  # stop() against the starting thread
         self._stopping = False
         self._stopped = False
+        self._start_called = False
 
     def start(self) -> None:
-        """Begin starting Spark (returns at once)."""
+        """Begin starting Spark (returns at once); calls after the first do nothing."""
+        with self._lock:
+            if self._start_called:
+                return
+            self._start_called = True
         if self._given is not None:
             self.started.set_result(self._given)
             return

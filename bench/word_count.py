@@ -1,0 +1,151 @@
+"""Word count over ~40 MB of text: Millrace on the embedded cluster vs plain PySpark batch.
+
+The text is generated once with a fixed seed (``data/word_count_text/``, 8 files): words drawn
+with Zipf weights from the vocabulary of Debian's license texts (/usr/share/common-licenses),
+10 words a line. One invocation, one SparkSession, same files and machine. Each contender runs
+once to warm the JVM, then ``--runs`` times alternately; the script prints the median wall time
+of each and the ratio Millrace / peer. Millrace's time is ``env.execute`` of
+``examples/word_count.py`` (cluster start, scheduling, every Spark job, commit, cluster stop)
+in each runtime mode the build has; the peer's is read text -> split -> explode ->
+groupBy(word).count() -> write Parquet.
+
+Usage: ``.venv/bin/python bench/word_count.py [--runs 5] [--parallelism 2] [--megabytes 40]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import itertools
+import random
+import re
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LICENSES = Path("/usr/share/common-licenses")
+FILES = 8
+WORDS_PER_LINE = 10
+
+
+def generate_text(directory: Path, megabytes: int, seed: int = 11) -> int:
+    """Write the corpus (idempotent: a ``.complete`` marker names its size); returns bytes."""
+    marker = directory / ".complete"
+    if marker.exists() and marker.read_text() == f"{megabytes} MB seed {seed}":
+        return sum(p.stat().st_size for p in directory.glob("part-*.txt"))
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    text = " ".join(p.read_text(encoding="utf-8") for p in sorted(LICENSES.glob("[A-Z]*")))
+    vocabulary = sorted({w for w in re.split(r"[^a-z0-9]+", text.lower()) if w})
+    rng = random.Random(seed)
+    rng.shuffle(vocabulary)
+    cumulative = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(vocabulary))))
+    per_file = megabytes * 1_000_000 // FILES
+    for index in range(FILES):
+        with open(directory / f"part-{index:02d}.txt", "w", encoding="utf-8") as out:
+            written = 0
+            while written < per_file:
+                words = rng.choices(vocabulary, cum_weights=cumulative, k=WORDS_PER_LINE * 1000)
+                lines = "\n".join(
+                    " ".join(words[i : i + WORDS_PER_LINE])
+                    for i in range(0, len(words), WORDS_PER_LINE)
+                )
+                written += out.write(lines + "\n")
+    marker.write_text(f"{megabytes} MB seed {seed}")
+    return sum(p.stat().st_size for p in directory.glob("part-*.txt"))
+
+
+def runtime_modes() -> list[str]:
+    """The runtime modes this build knows (``execution.runtime-mode``), STREAMING at least."""
+    from millrace.config import all_options
+
+    for option in all_options():
+        if option.key == "execution.runtime-mode":
+            return ["STREAMING", "BATCH"]
+    return ["STREAMING"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--megabytes", type=int, default=40)
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from millrace import Configuration, StreamExecutionEnvironment
+    from millrace.spark.spark_session import create_spark_session, stop_spark_session
+
+    spec = importlib.util.spec_from_file_location("wc", ROOT / "examples" / "word_count.py")
+    assert spec and spec.loader
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    text = ROOT / "data" / "word_count_text"
+    size = generate_text(text, args.megabytes)
+    work = Path(tempfile.mkdtemp(prefix="millrace-bench-"))
+    settings = {
+        "parallelism.default": args.parallelism,
+        "io.tmp.dirs": str(work / "tmp"),
+        "spark.sql.shuffle.partitions": args.parallelism,
+    }
+    started = time.perf_counter()
+    spark = create_spark_session(Configuration(settings), app_name="bench-word-count")
+    spark_start = time.perf_counter() - started
+
+    def millrace_run(mode: str) -> float:
+        conf = dict(settings)
+        if mode != "STREAMING":
+            conf["execution.runtime-mode"] = mode
+        env = StreamExecutionEnvironment(Configuration(conf), spark)
+        example.build(env, str(text), str(work / f"millrace-{mode}"))
+        t0 = time.perf_counter()
+        env.execute("word-count")
+        return time.perf_counter() - t0
+
+    def spark_batch_run() -> float:
+        t0 = time.perf_counter()
+        (
+            example.words(spark.read.text(str(text)))
+            .groupBy("word")
+            .agg(F.count("*").alias("n"))
+            .write.mode("overwrite")
+            .parquet(str(work / "spark-out"))
+        )
+        return time.perf_counter() - t0
+
+    contenders = {f"millrace {m.lower()}": (lambda m=m: millrace_run(m)) for m in runtime_modes()}
+    contenders["spark batch"] = spark_batch_run
+    for run in contenders.values():
+        run()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(args.runs):
+        for name, run in contenders.items():
+            times[name].append(run())
+    counted = spark.read.parquet(str(work / "spark-out")).count()
+    stop_spark_session(spark)
+    shutil.rmtree(work, ignore_errors=True)
+
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(
+        f"word count, {size / 1e6:.1f} MB of text ({counted:,} distinct words), parallelism "
+        f"{args.parallelism}, {args.runs} runs after warm-up (Spark start {spark_start:.1f} s, "
+        "not counted)"
+    )
+    print(f"{'contender':<20}{'median s':>10}{'min s':>9}{'max s':>9}{'MB/s':>8}")
+    for name, values in times.items():
+        print(
+            f"{name:<20}{medians[name]:>10.2f}{min(values):>9.2f}{max(values):>9.2f}"
+            f"{size / 1e6 / medians[name]:>8.1f}"
+        )
+    for name in contenders:
+        if name != "spark batch":
+            ratio = medians[name] / medians["spark batch"]
+            print(f"ratio {name} / spark batch (time): {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
