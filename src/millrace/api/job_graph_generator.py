@@ -358,3 +358,9 @@ def _aggregate_plan(aggregates: tuple[object, ...]) -> AggregatePlan:
     from millrace.spark.aggregation import AggregatePlan
 
     return AggregatePlan.of(aggregates)
+
+
+# The chain building that the vertices of unions and joins reuse (api/multi_input_graph.py).
+build_vertices = _build_vertices
+finish_vertex = _finish
+check_parallelism = _check_parallelism

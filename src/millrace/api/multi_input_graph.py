@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from millrace.api.job_graph_generator import (
     SOURCE_TASK,
-    _build_vertices,
-    _check_parallelism,
-    _finish,
+    build_vertices,
+    check_parallelism,
+    finish_vertex,
 )
 from millrace.api.join_operators import (
     INTERVAL_ASSIGNER,
@@ -139,7 +139,7 @@ def _source_chain(branch: list[Transformation], default_p: int) -> tuple[JobVert
     assert isinstance(source, SourceTransformation)
     vertex = JobVertex(
         source.name, source.parallelism or default_p, SOURCE_TASK, is_source=True
-    )  # _finish sets the operators
+    )  # finish_vertex sets the operators
     operators: list[object] = [
         SourceOperator(
             source.source,
@@ -151,7 +151,7 @@ def _source_chain(branch: list[Transformation], default_p: int) -> tuple[JobVert
     ]
     for t in branch[1:]:
         assert isinstance(t, TransformTransformation)
-        _check_parallelism(t, vertex)
+        check_parallelism(t, vertex)
         operators.append(TransformOperator(t.fn, t.name))
     return vertex, operators
 
@@ -183,7 +183,7 @@ def _keyed_union(
     for i, branch in enumerate(branches):
         built: list[JobVertex] = []
         built_edges: list[JobEdge] = []
-        _build_vertices(
+        build_vertices(
             [*branch, *tail], default_p, max_p, built, built_edges, side_outputs, bounded=bounded
         )
         source = built[0]
@@ -223,9 +223,9 @@ def _union_into_sinks(
     consumer = JobVertex(names, parallelism.pop(), FORWARD_TASK)
     for branch in branches:
         source, operators = _source_chain([*branch, *transforms], default_p)
-        _finish(source, [*operators, RebalanceOperator(), *side_outputs], vertices)
+        finish_vertex(source, [*operators, RebalanceOperator(), *side_outputs], vertices)
         edges.append(JobEdge(source.vertex_id, consumer.vertex_id, DistributionPattern.REBALANCE))
-    _finish(consumer, [SinkOperator(s.sink, s.name) for s in sinks], vertices)
+    finish_vertex(consumer, [SinkOperator(s.sink, s.name) for s in sinks], vertices)
 
 
 # Joins -----------------------------------------------------------------------------------------
@@ -273,7 +273,7 @@ def _join(
                     f"({branch[0].name!r}): pass event_time= to env.from_source()"
                 )
             assign = _Assign(side_keys, window, event_time)
-            _finish(source, [*operators, assign, *side_outputs], vertices)
+            finish_vertex(source, [*operators, assign, *side_outputs], vertices)
             edges.append(
                 JobEdge(
                     source.vertex_id,
@@ -285,10 +285,10 @@ def _join(
             )
     chained: list[object] = [operator]
     for t in _transforms_and_sinks(tail, join.name):
-        _check_parallelism(t, consumer)
+        check_parallelism(t, consumer)
         if isinstance(t, TransformTransformation):
             chained.append(TransformOperator(t.fn, t.name))
         else:
             assert isinstance(t, SinkTransformation)
             chained.append(SinkOperator(t.sink, t.name))
-    _finish(consumer, chained, vertices)
+    finish_vertex(consumer, chained, vertices)
