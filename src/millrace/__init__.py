@@ -9,7 +9,14 @@ from millrace.api.stream_execution_environment import (
     JobExecutionResult,
     StreamExecutionEnvironment,
 )
-from millrace.api.windows import TumblingEventTimeWindows, tumbling
+from millrace.api.windows import (
+    EventTimeSessionWindows,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+    session,
+    sliding,
+    tumbling,
+)
 from millrace.config import Configuration
 from millrace.connectors import (
     DirectorySource,
@@ -24,6 +31,7 @@ __all__ = [
     "Configuration",
     "DataStream",
     "DirectorySource",
+    "EventTimeSessionWindows",
     "FileSource",
     "JobExecutionResult",
     "KafkaSource",
@@ -31,8 +39,11 @@ __all__ = [
     "ParquetSink",
     "PostgresSink",
     "ReplaySource",
+    "SlidingEventTimeWindows",
     "StreamExecutionEnvironment",
     "TumblingEventTimeWindows",
     "WindowedStream",
+    "session",
+    "sliding",
     "tumbling",
 ]

@@ -190,3 +190,11 @@ def test_union_before_a_running_aggregate_feeds_one_keyed_vertex(env) -> None:
         (first.vertex_id, keyed.vertex_id),
         (second.vertex_id, keyed.vertex_id),
     ]
+
+
+def test_a_window_join_refuses_session_windows(env) -> None:
+    from millrace import session
+
+    a, b = source(env, "a"), source(env, "b")
+    with pytest.raises(PipelineError, match="merges windows"):
+        a.join(b).where("k").equal_to("k").window(session("1 h"))

@@ -238,3 +238,37 @@ def test_join_keys_of_two_types_fail_naming_both(spark, shuffled, tmp_path):
     ).sink_to(ParquetSink(str(tmp_path / "out")))
     with pytest.raises(JobExecutionError, match="key 'flight' of the first input is int64 but"):
         env.execute("join-key-types")
+
+
+def sliding_starts(frame: pd.DataFrame, size: pd.Timedelta, slide: pd.Timedelta) -> pd.DataFrame:
+    """One row per (row, sliding window holding it), with ``window_start`` (epoch-aligned)."""
+    last = frame["time_hour"].dt.floor(slide)
+    parts = [frame.assign(window_start=last - k * slide) for k in range(-(-size // slide))]
+    out = pd.concat(parts)
+    return out[out["window_start"] + size > out["time_hour"]]
+
+
+def test_window_join_over_sliding_windows_equals_pandas(spark, shuffled, tmp_path):
+    from millrace import sliding
+
+    env = environment(spark, tmp_path, 2)
+    f_source = flights(env, shuffled[0])
+    w_source = env.from_source(
+        FileSource.parquet(str(shuffled[1])),
+        event_time="time_hour",
+        max_out_of_orderness="1 h",
+        name="weather",
+    ).transform(lambda df: df.select(*WEATHER_COLUMNS))
+    f_source.join(w_source).where("origin").equal_to("origin").window(
+        sliding("2 h", "1 h")
+    ).sink_to(ParquetSink(str(tmp_path / "out")))
+    env.execute("sliding-join")
+
+    size, slide = pd.Timedelta(hours=2), pd.Timedelta(hours=1)
+    f = sliding_starts(read_dir(shuffled[0])[FLIGHT_COLUMNS], size, slide)
+    w = sliding_starts(read_dir(shuffled[1])[WEATHER_COLUMNS], size, slide)
+    expected = f.merge(w, on=["origin", "window_start"], suffixes=("", "_right"))
+    expected["window_end"] = expected["window_start"] + size
+    expected = expected[[*FLIGHT_COLUMNS, "time_hour_right", "temp", "window_start", "window_end"]]
+    order = ["window_start", "time_hour", "carrier", "flight", "time_hour_right"]
+    assert_rows_equal(committed(tmp_path / "out", order), expected, order)

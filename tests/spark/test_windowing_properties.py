@@ -1,7 +1,9 @@
 """Properties of the Spark side of windowing and key groups, checked against the pure Python
 definitions for random inputs: the window start Spark computes per row is Flink's
-getWindowStartWithOffset, every row's key group lies in ``[0, max_parallelism)``, and the
-consumer subtask the exchange sends a row to owns the row's key group. Each example is one
+getWindowStartWithOffset, a sliding record gets exactly its windows (its latest marked), a
+key's session windows merge as Flink's MergingWindowSet merges them, every row's key group
+lies in ``[0, max_parallelism)``, and the consumer subtask the exchange sends a row to owns
+the row's key group. Each example is one
 Spark job over a batch of rows."""
 
 from __future__ import annotations
@@ -9,12 +11,25 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from millrace.api.windows import TumblingEventTimeWindows
+from millrace.api.windows import (
+    EventTimeSessionWindows,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+)
 from millrace.runtime.checkpoint.key_groups import key_group_range
-from millrace.spark.windowing import key_group, target_subtask, window_start_us
+from millrace.spark.windowing import (
+    LATEST,
+    WINDOW_END,
+    WINDOW_START,
+    assign_windows,
+    key_group,
+    merge_sessions,
+    target_subtask,
+    window_start_us,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -60,3 +75,55 @@ def test_rows_go_to_the_subtask_owning_their_key_group(
     for row in rows:
         assert 0 <= row.kg < max_parallelism
         assert row.kg in key_group_range(max_parallelism, parallelism, row.to), row
+
+
+@st.composite
+def sliding_windows(draw: st.DrawFn) -> SlidingEventTimeWindows:
+    slide = draw(st.integers(1, 10 * DAY_MS))
+    size = draw(st.integers(1, 40) if draw(st.booleans()) else st.integers(1, 8 * slide))
+    return SlidingEventTimeWindows(size, slide, draw(st.integers(0, slide - 1)))
+
+
+@settings(max_examples=25)
+@given(sliding_windows(), st.lists(st.integers(-(10**12), 4 * 10**12), min_size=1, max_size=50))
+@example(SlidingEventTimeWindows(10, 100), [-100, -90, 0, 9, 10, 99, 100])  # window ends, gaps
+def test_spark_sliding_windows_are_flinks(
+    spark: Any, window: SlidingEventTimeWindows, timestamps_ms: list[int]
+) -> None:
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame([(t,) for t in timestamps_ms], "ms long").select(
+        "ms", F.timestamp_millis("ms").alias("t")
+    )
+    rows = assign_windows(frame, "t", window).select("ms", WINDOW_START, LATEST).collect()
+    got: dict[int, list[tuple[int, bool]]] = {}
+    for row in rows:
+        got.setdefault(row.ms, []).append((row[WINDOW_START], row[LATEST]))
+    for t in set(timestamps_ms):
+        expected = [
+            (start * 1000, i == 0) for i, (start, _) in enumerate(window.assign_windows_ms(t))
+        ]
+        assert sorted(got.get(t, [])) == sorted(expected * timestamps_ms.count(t)), t
+
+
+@settings(max_examples=25)
+@given(
+    st.integers(1, 12),
+    st.lists(st.tuples(st.sampled_from("ab"), st.integers(-50, 50)), min_size=1, max_size=40),
+)
+def test_spark_merges_sessions_as_flink(
+    spark: Any, gaps: int, records: list[tuple[str, int]]
+) -> None:
+    from pyspark.sql import functions as F
+
+    unit = 60_000
+    window = EventTimeSessionWindows(gaps * unit)
+    frame = spark.createDataFrame([(k, t * unit) for k, t in records], "k string, ms long")
+    assigned = assign_windows(frame.withColumn("t", F.timestamp_millis("ms")), "t", window)
+    rows = merge_sessions(assigned, ["k"]).select("k", "ms", WINDOW_START, WINDOW_END).collect()
+    for key in "ab":
+        windows = [window.assign_windows_ms(t * unit)[0] for k, t in records if k == key]
+        sessions = window.merge_windows_ms(windows)
+        for row in (r for r in rows if r.k == key):
+            [(start, end)] = [(s, e) for s, e in sessions if s <= row.ms < e]
+            assert (row[WINDOW_START], row[WINDOW_END]) == (start * 1000, end * 1000), row

@@ -18,7 +18,8 @@ from millrace.api.transformations import (
     TransformTransformation,
     WindowAggregateTransformation,
 )
-from millrace.api.windows import TumblingEventTimeWindows
+from millrace.api.windows import WindowAssigner, format_duration_ms
+from millrace.config import parse_duration
 
 if TYPE_CHECKING:
     from millrace.api.joined_streams import IntervalJoin, JoinedStreams
@@ -126,14 +127,18 @@ class KeyedStream:
         self._env = env
         self._key_by = key_by
 
-    def window(self, assigner: TumblingEventTimeWindows) -> WindowedStream:
-        """Group each key's records into event-time windows of ``assigner``.
+    def window(self, assigner: WindowAssigner) -> WindowedStream:
+        """Group each key's records into event-time windows of ``assigner``: ``tumbling``,
+        ``sliding`` or ``session`` (``millrace``).
 
         Raises:
             TypeError: If ``assigner`` is not a window assigner from ``millrace.windows``.
         """
-        if not isinstance(assigner, TumblingEventTimeWindows):
-            raise TypeError(f"window() takes an assigner from millrace.windows, got {assigner!r}")
+        if not isinstance(assigner, WindowAssigner):
+            raise TypeError(
+                "window() takes tumbling(...), sliding(...) or session(...) from millrace, "
+                f"got {assigner!r}"
+            )
         return WindowedStream(self._env, self._key_by, assigner)
 
     def agg(self, *aggregates: Any) -> DataStream:
@@ -180,17 +185,87 @@ class KeyedStream:
 
 
 class WindowedStream:
-    """A keyed stream with a window assigner; ``agg`` makes it a DataStream again."""
+    """A keyed stream with a window assigner; ``agg`` or ``apply_in_pandas`` makes it a
+    DataStream again."""
 
     def __init__(
         self,
         env: StreamExecutionEnvironment,
         key_by: KeyByTransformation,
-        window: TumblingEventTimeWindows,
+        window: WindowAssigner,
     ) -> None:
         self._env = env
         self._key_by = key_by
         self._window = window
+        self._lateness_ms = 0
+
+    def allowed_lateness(self, lateness: str | float) -> WindowedStream:
+        """Keep each window ``lateness`` (e.g. ``"1 h"``, or seconds) in state after it fired
+        (Flink's ``allowedLateness``).
+
+        A window fires when the watermark reaches its end - 1, as without lateness; a record
+        for it arriving while ``end - 1 + lateness > watermark`` fires it again with the
+        updated result over all its records (another row for the same key and window, as
+        Flink's late firing); a record later than that goes to the late side output. A
+        merging window (session) that grows by a late record fires as the merged window.
+
+        Returns:
+            This WindowedStream.
+
+        Raises:
+            ConfigError: If ``lateness`` is not a non-negative duration.
+        """
+        self._lateness_ms = round(parse_duration(lateness, key="allowed lateness") * 1000)
+        return self
+
+    def apply_in_pandas(self, fn: Callable[..., Any], schema: Any) -> DataStream:
+        """Run a pandas function over each (key, window)'s records when the window fires
+        (Flink's ProcessWindowFunction), executed by Spark as
+        ``groupBy(keys, window_start, window_end).applyInPandas(fn, schema)``.
+
+        The window's records are buffered in keyed state until it fires. ``fn`` receives one
+        ``pandas.DataFrame`` per key and window: the records' columns plus ``window_start``
+        and ``window_end`` (UTC timestamps; for sessions, the merged session's bounds); it may
+        also take ``(key, pdf)`` as applyInPandas allows, the key being the tuple
+        ``(keys..., window_start, window_end)``. The rows it returns are the output.
+
+        Schema:
+            ``schema``: the rows ``fn`` returns, any number per key and window.
+
+        Raises:
+            TypeError: If ``fn`` is not callable or ``schema`` is neither a DDL string nor a
+                pyspark ``StructType``.
+            ValueError: If ``schema`` is an empty string.
+            PipelineError: From ``execute()``, if the DDL schema does not parse.
+        """
+        if not callable(fn):
+            raise TypeError(
+                f"apply_in_pandas() takes a function pandas.DataFrame -> DataFrame, got {fn!r}"
+            )
+        if isinstance(schema, str):
+            if not schema.strip():
+                raise ValueError("apply_in_pandas() needs the output schema, e.g. 'n long'")
+        elif type(schema).__name__ != "StructType":
+            raise TypeError(
+                "apply_in_pandas() takes the output schema as a DDL string ('origin string, "
+                f"n long') or a pyspark StructType, got {schema!r}"
+            )
+        name = getattr(fn, "__name__", "fn")
+        t = WindowAggregateTransformation(
+            f"{self._describe()}: apply_in_pandas({name})",
+            self._key_by,
+            keys=self._key_by.keys,
+            window=self._window,
+            lateness_ms=self._lateness_ms,
+            pandas_function=(fn, schema),
+        )
+        return DataStream(self._env, t)
+
+    def _describe(self) -> str:
+        lateness = (
+            f", lateness {format_duration_ms(self._lateness_ms)}" if self._lateness_ms else ""
+        )
+        return f"{self._window}{lateness} by {', '.join(self._key_by.keys)}"
 
     def agg(self, *aggregates: Any) -> DataStream:
         """Aggregate every (key, window) with Spark aggregate columns, when the window fires.
@@ -209,9 +284,13 @@ class WindowedStream:
         if not aggregates:
             raise ValueError("agg() takes one or more Spark aggregate columns, e.g. F.count('*')")
         keys = self._key_by.keys
-        name = f"{self._window} by {', '.join(keys)}"
         t = WindowAggregateTransformation(
-            name, self._key_by, keys=keys, window=self._window, aggregates=tuple(aggregates)
+            self._describe(),
+            self._key_by,
+            keys=keys,
+            window=self._window,
+            aggregates=tuple(aggregates),
+            lateness_ms=self._lateness_ms,
         )
         return DataStream(self._env, t)
 

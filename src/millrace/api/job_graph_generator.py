@@ -22,6 +22,7 @@ from millrace.api.operators import (
     KeyedRecordsOperator,
     LocalKeyedAggregateOperator,
     LocalWindowAggregateOperator,
+    PandasWindowFunction,
     SinkOperator,
     SourceOperator,
     TransformOperator,
@@ -232,17 +233,21 @@ def _build_vertices(
             window = keyed
             if not isinstance(window, WindowAggregateTransformation):
                 raise PipelineError(
-                    f"{t.name} must be followed by .agg(...) or .window(...).agg(...)"
+                    f"{t.name} must be followed by .agg(...), .window(...).agg(...) or "
+                    ".window(...).apply_in_pandas(...)"
                 )
             if event_time is None:
                 raise PipelineError(
                     f"{window.name} needs event time: pass event_time= to env.from_source()"
                 )
-            plan = _aggregate_plan(window.aggregates)
+            window_plan, function = _window_function(window)
+            lateness = window.lateness_ms
             operators.append(
-                LocalWindowAggregateOperator(t.keys, window.window, event_time, plan)
-                if plan.decomposable
-                else WindowAssignOperator(t.keys, window.window, event_time)
+                LocalWindowAggregateOperator(
+                    t.keys, window.window, event_time, window_plan, lateness
+                )
+                if window_plan is not None and window_plan.decomposable
+                else WindowAssignOperator(t.keys, window.window, event_time, lateness)
             )
             current = _next_vertex(
                 current,
@@ -257,7 +262,11 @@ def _build_vertices(
                 WINDOW_TASK,
             )
             source_side_outputs = []
-            operators = [WindowAggregateOperator(t.keys, window.window, plan, window.name)]
+            operators = [
+                WindowAggregateOperator(
+                    t.keys, window.window, window_plan, window.name, lateness, function
+                )
+            ]
             i += 1
         else:
             raise PipelineError(f"unsupported transformation {t.name!r}")
@@ -358,6 +367,36 @@ def _aggregate_plan(aggregates: tuple[object, ...]) -> AggregatePlan:
     from millrace.spark.aggregation import AggregatePlan
 
     return AggregatePlan.of(aggregates)
+
+
+def _window_function(
+    window: WindowAggregateTransformation,
+) -> tuple[AggregatePlan | None, PandasWindowFunction | None]:
+    """The aggregate plan of ``agg``, or the pandas function of ``apply_in_pandas`` with its
+    schema parsed (Spark's DDL parser: the SparkSession that builds the pipeline runs).
+
+    Raises:
+        PipelineError: If the DDL schema does not parse.
+    """
+    if window.pandas_function is None:
+        return _aggregate_plan(window.aggregates), None
+    fn, schema = window.pandas_function
+    if isinstance(schema, str):
+        from pyspark.sql.types import StructType, _parse_datatype_string
+
+        try:
+            parsed = _parse_datatype_string(schema)
+        except Exception as error:
+            raise PipelineError(
+                f"{window.name}: the schema {schema!r} is not a Spark DDL schema such as "
+                f"'origin string, flights long': {str(error).splitlines()[0]}"
+            ) from error
+        if not isinstance(parsed, StructType):
+            raise PipelineError(
+                f"{window.name}: the schema {schema!r} must list columns, e.g. 'n long'"
+            )
+        schema = parsed
+    return None, PandasWindowFunction(fn, schema)
 
 
 # The chain building that the vertices of unions and joins reuse (api/multi_input_graph.py).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from millrace.api.windows import TumblingEventTimeWindows
+from millrace.api.windows import TumblingEventTimeWindows, WindowAssigner
 
 __all__ = [
     "INTERVAL_ASSIGNER",
@@ -37,7 +37,7 @@ class WindowJoinOperator:
 
     left_keys: tuple[str, ...]
     right_keys: tuple[str, ...]
-    window: TumblingEventTimeWindows
+    window: WindowAssigner
     suffix: str
     name: str
 

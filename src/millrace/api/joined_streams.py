@@ -18,7 +18,7 @@ from millrace.api.multi_input_transformations import (
     WindowJoinTransformation,
 )
 from millrace.api.transformations import KeyByTransformation, Transformation
-from millrace.api.windows import TumblingEventTimeWindows, format_duration_ms
+from millrace.api.windows import WindowAssigner, format_duration_ms
 from millrace.config import parse_duration
 from millrace.errors import PipelineError
 
@@ -83,9 +83,11 @@ class JoinedStreams:
             )
         return self
 
-    def window(self, assigner: TumblingEventTimeWindows) -> DataStream:
+    def window(self, assigner: WindowAssigner) -> DataStream:
         """Join the rows of both inputs with equal keys in the same window (inner join), when
-        the window fires (the watermark of both inputs passed its end).
+        the window fires (the watermark of both inputs passed its end). ``tumbling`` or
+        ``sliding`` windows; with sliding windows a pair is output once per window holding
+        both rows (Flink's semantics).
 
         Schema:
             ``(first input's columns..., second input's columns..., window_start: timestamp,
@@ -93,12 +95,20 @@ class JoinedStreams:
 
         Raises:
             TypeError: If ``assigner`` is not a window assigner from ``millrace.windows``.
-            PipelineError: If where()/equal_to() were not called.
+            PipelineError: If where()/equal_to() were not called, or ``assigner`` merges
+                windows (sessions: not supported by the join yet).
         """
         from millrace.api.data_stream import DataStream
 
-        if not isinstance(assigner, TumblingEventTimeWindows):
-            raise TypeError(f"window() takes an assigner from millrace.windows, got {assigner!r}")
+        if not isinstance(assigner, WindowAssigner):
+            raise TypeError(
+                f"window() takes tumbling(...) or sliding(...) from millrace, got {assigner!r}"
+            )
+        if assigner.is_merging:
+            raise PipelineError(
+                f"join().window(): {assigner} merges windows, which the window join does not "
+                "support yet; use tumbling(...) or sliding(...)"
+            )
         if not self._left_keys or not self._right_keys:
             raise PipelineError("join(): call where(...).equal_to(...) before window(...)")
         name = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from millrace.api.transformations import KeyByTransformation, Transformation
-from millrace.api.windows import TumblingEventTimeWindows
+from millrace.api.windows import WindowAssigner
 
 __all__ = [
     "IntervalJoinTransformation",
@@ -45,7 +45,7 @@ class WindowJoinTransformation(MultiInputTransformation):
 
     left_keys: tuple[str, ...]
     right_keys: tuple[str, ...]
-    window: TumblingEventTimeWindows
+    window: WindowAssigner
     suffix: str = "_right"
 
 

@@ -11,13 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from millrace.api.windows import TumblingEventTimeWindows
+from millrace.api.windows import WindowAssigner
 
 __all__ = [
     "KeyedAggregateOperator",
     "KeyedRecordsOperator",
     "LocalKeyedAggregateOperator",
     "LocalWindowAggregateOperator",
+    "PandasWindowFunction",
     "SinkOperator",
     "SourceOperator",
     "TransformOperator",
@@ -56,22 +57,42 @@ class TransformOperator:
 
 @dataclass(frozen=True)
 class WindowAssignOperator:
-    """Adds the window start of each record (buffered windows: non-decomposable aggregates);
-    records are then partitioned by the key group of ``keys``."""
+    """Adds the window start of each record (buffered windows: non-decomposable aggregates,
+    pandas window functions); records are then partitioned by the key group of ``keys``.
+    Records whose window is past ``lateness_ms`` at the source's watermark go to the late
+    side output."""
 
     keys: tuple[str, ...]
-    window: TumblingEventTimeWindows
+    window: WindowAssigner
     event_time: str
+    lateness_ms: int = 0
 
 
 @dataclass(frozen=True)
 class LocalWindowAggregateOperator:
-    """Pre-aggregates each bundle per (key, window) before the exchange (local-global)."""
+    """Pre-aggregates each bundle per (key, window) before the exchange (local-global);
+    session windows of a key are merged within the bundle."""
 
     keys: tuple[str, ...]
-    window: TumblingEventTimeWindows
+    window: WindowAssigner
     event_time: str
     plan: Any  # millrace.spark.aggregation.AggregatePlan
+    lateness_ms: int = 0
+
+
+@dataclass(frozen=True)
+class PandasWindowFunction:
+    """A pandas function over each fired (key, window)'s rows (Flink's ProcessWindowFunction),
+    run by Spark's ``groupBy(keys, window).applyInPandas(fn, schema)``.
+
+    Args:
+        fn: ``pandas.DataFrame -> pandas.DataFrame`` (or ``(key, pdf) -> pdf``, as
+            applyInPandas takes).
+        schema: The output rows' schema: a DDL string or a ``StructType``.
+    """
+
+    fn: Callable[..., Any]
+    schema: Any
 
 
 @dataclass(frozen=True)
@@ -79,13 +100,18 @@ class WindowAggregateOperator:
     """Keyed window operator: keeps state per (key, window); fires when the watermark passes.
 
     ``plan.decomposable`` tells whether its input holds partial aggregates (merged on firing) or
-    raw records with a window start (aggregated by Spark on firing).
+    raw records with a window start (aggregated by Spark on firing); with ``function`` (and
+    no plan) the records are buffered and the pandas function runs on firing. A window fires
+    when the watermark reaches its end - 1 and stays in state ``lateness_ms`` longer: records
+    arriving for it meanwhile fire it again (Flink's allowedLateness).
     """
 
     keys: tuple[str, ...]
-    window: TumblingEventTimeWindows
-    plan: Any  # millrace.spark.aggregation.AggregatePlan
+    window: WindowAssigner
+    plan: Any  # millrace.spark.aggregation.AggregatePlan, or None with ``function``
     name: str
+    lateness_ms: int = 0
+    function: PandasWindowFunction | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from millrace.api.windows import TumblingEventTimeWindows
+from millrace.api.windows import WindowAssigner
 
 __all__ = [
     "KeyByTransformation",
@@ -63,8 +63,10 @@ class KeyByTransformation(Transformation):
 @dataclass(eq=False, kw_only=True)
 class WindowAggregateTransformation(Transformation):
     keys: tuple[str, ...] = ()
-    window: TumblingEventTimeWindows
+    window: WindowAssigner
     aggregates: tuple[Any, ...] = ()
+    lateness_ms: int = 0
+    pandas_function: tuple[Callable[..., Any], Any] | None = None  # (fn, schema)
 
 
 @dataclass(eq=False)

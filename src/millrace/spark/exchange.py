@@ -11,15 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from millrace.runtime.io.partition_events import DataBundle
-from millrace.spark.windowing import TARGET, WINDOW_START
+from millrace.spark.windowing import TARGET, WINDOW_END, WINDOW_START
 
-__all__ = ["write_exchange_files", "write_rebalanced"]
+__all__ = ["window_end_range_ms", "write_exchange_files", "write_rebalanced"]
 
 
 def write_exchange_files(
     table: Any, directory: Path, prefix: str, num_targets: int, window_size_ms: int | None
 ) -> list[tuple[int, DataBundle]]:
     """Write ``table`` (``pyarrow.Table`` with ``__target``) as one file per target subtask.
+
+    The bundles carry the range of their rows' window ends: ``__we`` where the rows have
+    one (sessions), else ``__ws`` + ``window_size_ms``.
 
     Returns:
         ``(target, DataBundle)`` for every target that received rows.
@@ -38,13 +41,28 @@ def write_exchange_files(
         tmp = path.with_suffix(".tmp")
         pq.write_table(part, tmp)
         tmp.replace(path)
-        low = high = None
-        if window_size_ms is not None and WINDOW_START in part.column_names:
-            bounds = pc.min_max(part.column(WINDOW_START))
-            low = bounds["min"].as_py() // 1000 + window_size_ms
-            high = bounds["max"].as_py() // 1000 + window_size_ms
+        low, high = window_end_range_ms(part, window_size_ms)
         out.append((target, DataBundle(str(path), part.num_rows, low, high)))
     return out
+
+
+def window_end_range_ms(table: Any, window_size_ms: int | None) -> tuple[int | None, int | None]:
+    """Smallest and largest window end (epoch ms) of ``table``'s rows (``pyarrow.Table`` with
+    ``__ws``, and ``__we`` for sessions), or ``(None, None)`` when unknown."""
+    import pyarrow.compute as pc
+
+    if WINDOW_END in table.column_names:
+        bounds = pc.min_max(table.column(WINDOW_END))
+        size = 0
+    elif window_size_ms is not None and WINDOW_START in table.column_names:
+        bounds = pc.min_max(table.column(WINDOW_START))
+        size = window_size_ms
+    else:
+        return None, None
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or high is None:
+        return None, None
+    return low // 1000 + size, high // 1000 + size
 
 
 def write_rebalanced(table: Any, environment: Any, sequence: int) -> int:

@@ -52,13 +52,16 @@ from millrace.spark.source_watermarks import SplitWatermarkTracker
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import (
     KEY_GROUP,
+    LATEST,
     TARGET,
+    WINDOW_END,
     WINDOW_START,
+    assign_windows,
     key_group,
     late_condition,
+    merge_sessions,
     target_subtask,
     window_end_ms,
-    window_start_us,
 )
 
 __all__ = ["SourceStreamTask"]
@@ -275,22 +278,29 @@ class SourceStreamTask(SparkStreamTask):
                 _require_column(frame, tail.event_time, env.task_name)
             consumers = self.tdd.num_subpartitions
             groups = key_group(tail.keys, self.tdd.max_parallelism)
-            windowed = frame.select(
-                "*",
-                window_start_us(tail.event_time, window).alias(WINDOW_START),
-                late_condition(window, watermark).alias(_LATE),
+            assigned = assign_windows(frame, tail.event_time, window)
+            # a record counts (and goes to the late output) once: on its latest window's row
+            latest = F.col(LATEST) if LATEST in assigned.columns else F.lit(True)
+            windowed = assigned.select(
+                *[F.col(f"`{c}`") for c in assigned.columns if c != LATEST],
+                late_condition(window, watermark, tail.lateness_ms).alias(_LATE),
+                latest.alias(LATEST),
                 groups.alias(KEY_GROUP),
                 target_subtask(groups, self.tdd.max_parallelism, consumers).alias(TARGET),
             )
+            bounds = [WINDOW_START, WINDOW_END] if window.is_merging else [WINDOW_START]
             if isinstance(tail, LocalWindowAggregateOperator):
                 # Late rows are kept apart by a grouping key, not a filter: one plan step less,
                 # and their count comes with the partials. The key group is a function of the
-                # keys: grouping by it too adds no group.
-                out = windowed.groupBy(*tail.keys, WINDOW_START, _LATE, KEY_GROUP, TARGET).agg(
-                    *tail.plan.partial_columns(), F.count(F.lit(1)).alias(_ROWS)
+                # keys: grouping by it too adds no group. Sessions merge within the bundle.
+                local = (
+                    merge_sessions(windowed, [*tail.keys, _LATE]) if window.is_merging else windowed
+                )
+                out = local.groupBy(*tail.keys, *bounds, _LATE, KEY_GROUP, TARGET).agg(
+                    *tail.plan.partial_columns(), F.count_if(F.col(LATEST)).alias(_ROWS)
                 )
             else:
-                out = windowed.withColumn(_ROWS, F.lit(1))
+                out = windowed.withColumn(_ROWS, F.col(LATEST).cast("long")).drop(LATEST)
             table, late = _split_late(self.collect(out))
             self._exchange(table, sequence, window.size_ms)
         elif isinstance(tail, LocalKeyedAggregateOperator | KeyedRecordsOperator):
@@ -314,7 +324,7 @@ class SourceStreamTask(SparkStreamTask):
             self._write_dead_letters(base, reason, bundle, splits, sequence)
         if late:
             env.metrics.late_records += late
-            self._write_late(windowed, window, watermark, splits, sequence)
+            self._write_late(windowed, tail, watermark, splits, sequence)
         return {
             split_id: int(counts[f"max{i}"])
             for i, split_id in enumerate(split_ids)
@@ -353,18 +363,20 @@ class SourceStreamTask(SparkStreamTask):
         self._stage_side_output(DEAD_LETTERS, bad, splits, sequence)
 
     def _write_late(
-        self, windowed: Any, window: Any, watermark: int, splits: list[str], sequence: int
+        self, windowed: Any, tail: Any, watermark: int, splits: list[str], sequence: int
     ) -> None:
         from pyspark.sql import functions as F
 
-        internal = (_LATE, WINDOW_START, TARGET, KEY_GROUP)
+        internal = (_LATE, WINDOW_START, WINDOW_END, LATEST, TARGET, KEY_GROUP)
         columns = [F.col(f"`{c}`") for c in windowed.columns if c not in internal]
-        late = windowed.where(F.col(_LATE)).select(
-            F.format_string(
-                "late: window ending at %d ms already fired at watermark %d ms",
-                window_end_ms(window),
-                F.lit(watermark),
-            ).alias("reason"),
+        reason = "late: window ending at %d ms already fired at watermark %d ms"
+        if tail.lateness_ms:
+            reason = (
+                "late: window ending at %d ms is past its allowed lateness of "
+                f"{tail.lateness_ms} ms at watermark %d ms"
+            )
+        late = windowed.where(F.col(_LATE) & F.col(LATEST)).select(
+            F.format_string(reason, window_end_ms(tail.window), F.lit(watermark)).alias("reason"),
             F.to_json(F.struct(*columns)).alias("record"),
         )
         self._stage_side_output(LATE, late, splits, sequence)

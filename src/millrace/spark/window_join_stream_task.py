@@ -6,7 +6,9 @@ one subtask. The task keeps each input's exchange files until their windows fire
 input gate's watermark (the minimum over the channels of both inputs) passes ``window_end - 1``
 of a pending window, one Spark job reads both inputs' rows of the windows completed since the
 last firing, joins them on the keys and the window, applies the chained transforms and stages
-the result in the sinks: every pair of rows with equal keys in the same window, once. Rows of a
+the result in the sinks: every pair of rows with equal keys in the same window, once per window
+(tumbling or sliding windows: a producer gives a row of a sliding window one row per window it
+belongs to, each with its ``__ws``). Rows of a
 window that fired are late: their producers send them to the ``late`` side output, as for a
 window aggregate. Null keys match nothing (SQL's equality).
 
@@ -107,7 +109,7 @@ class WindowJoinStreamTask(TwoInputStreamTask):
                 )
             )
         self.fired = watermark
-        next_end = self.window.window_start_ms(watermark + 1) + self.window_size_ms
+        next_end = self.window.next_unfired_end_ms(watermark)
         dropped = 0
         for side in (0, 1):
             kept: list[DataBundle] = []

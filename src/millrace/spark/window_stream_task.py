@@ -5,13 +5,21 @@ window, or buffered records, each row with its key group). When the input gate's
 minimum over the producers' watermarks) reaches ``window_end - 1`` of some pending window, the
 task fires: one Spark job reads the pending files, keeps the windows that became complete since
 the last firing, merges partials (or aggregates buffered records) per key and window, applies
-the chained transforms and stages the result in the sinks. At the end of bounded input the
-producers' final MAX watermark fires every remaining window (Flink's semantics). When too many
-files accumulate without a firing, they are compacted into one (one Spark job).
+the chained transforms and stages the result in the sinks (the plans: ``window_firing``).
+At the end of bounded input the producers' final MAX watermark fires every remaining window
+(Flink's semantics). When too many files accumulate without a firing, they are compacted into
+one (one Spark job).
+
+Sliding windows arrive as one row per window and are kept like tumbling ones. Session rows
+carry their window's end too; a firing merges each key's sessions, and the sessions still open
+(or within their lateness) are written back as the whole state (a second Spark job). With
+allowed lateness a file stays until every window of its rows is past its lateness; files
+received since the last firing are fresh, and a fresh row of a fired window fires it again.
 
 Checkpoints: when the gate hands over an aligned barrier, the task writes its pending rows (the
 unfired windows) as one Parquet file under the checkpoint directory — with pyarrow, no Spark
-job — and acknowledges with that file's key-group range, the fired watermark and the sink data
+job; with allowed lateness a ``__fresh`` column keeps the fresh rows apart) — and
+acknowledges with that file's key-group range, the fired watermark and the sink data
 staged since the previous barrier (pre-commit). Restored, it reads
 the rows of its own key groups from the restored files, whatever parallelism wrote them.
 """
@@ -37,13 +45,16 @@ from millrace.runtime.io.partition_events import (
     DataBundle,
     PartitionEvent,
 )
+from millrace.spark.exchange import window_end_range_ms
 from millrace.spark.stream_task import SparkStreamTask
-from millrace.spark.windowing import (
-    KEY_GROUP,
-    WINDOW_START,
-    window_end_ms,
-    window_output_columns,
+from millrace.spark.window_firing import (
+    FRESH,
+    compacted_state,
+    fired_windows,
+    live_rows,
+    retained_state,
 )
+from millrace.spark.windowing import KEY_GROUP, WINDOW_START
 
 __all__ = ["WindowStreamTask"]
 
@@ -71,6 +82,7 @@ class WindowStreamTask(SparkStreamTask):
             raise PipelineError("a window task needs an input gate", env.task_name)
         self._op = op
         self._files: list[DataBundle] = []
+        self._fresh: set[str] = set()  # paths of files received since the last firing
         self._fired = MIN_WATERMARK
         self._sequence = 0
         self._schema: Any = None  # schema of the exchange files, known after the first read
@@ -103,6 +115,7 @@ class WindowStreamTask(SparkStreamTask):
         for _, event in events:
             if isinstance(event, DataBundle):
                 self._files.append(event)
+                self._fresh.add(event.path)
                 self.environment.metrics.records_in += event.rows
             elif isinstance(event, CheckpointBarrier):
                 self._checkpoint(event)
@@ -110,54 +123,72 @@ class WindowStreamTask(SparkStreamTask):
     # Firing ------------------------------------------------------------------------------------
 
     def _ready(self, watermark: int) -> bool:
-        """Whether some pending window ends at or before ``watermark + 1``."""
-        return watermark > self._fired and any(
-            f.min_window_end_ms is None or f.min_window_end_ms - 1 <= watermark for f in self._files
+        """Whether some pending window ends at or before ``watermark + 1``: a settled file's
+        smallest window end is that of its earliest unfired window, a fresh one's may be a
+        fired window's within its lateness (a late firing)."""
+        return any(
+            f.min_window_end_ms - 1 <= watermark
+            if f.min_window_end_ms is not None
+            else watermark > self._fired
+            for f in self._files
         )
 
+    def _settle(self, bundle: DataBundle, watermark: int) -> DataBundle:
+        """``bundle`` after the firing at ``watermark``: its smallest window end is no sooner
+        than the earliest a window unfired at ``watermark`` can have."""
+        next_end = self._op.window.next_unfired_end_ms(watermark)
+        low = bundle.min_window_end_ms
+        return replace(bundle, min_window_end_ms=next_end if low is None else max(low, next_end))
+
     def _pending_frame(self) -> Any:
+        """The live state rows; with allowed lateness, ``__fresh`` marks those that arrived
+        since the last firing."""
         from pyspark.sql import functions as F
 
         reader = self.spark.read
         if self._schema is not None:
             reader = reader.schema(self._schema)
-        frame = reader.parquet(*[f.path for f in self._files])
-        self._schema = self._schema or frame.schema
+        late_firings = self._op.lateness_ms > 0
+        parts = []
+        for fresh in (False, True):
+            paths = [f.path for f in self._files if (f.path in self._fresh) == fresh]
+            if paths and late_firings:
+                parts.append(reader.parquet(*paths).withColumn(FRESH, F.lit(fresh)))
+        if not late_firings:
+            parts = [reader.parquet(*[f.path for f in self._files]).withColumn(FRESH, F.lit(False))]
+        frame = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+        self._schema = self._schema or frame.drop(FRESH).schema
         if self._fired > MIN_WATERMARK:
-            frame = frame.where(window_end_ms(self._op.window) - 1 > F.lit(self._fired))
+            frame = live_rows(frame, self._op, self._fired)
         return frame
 
     def _fire(self, watermark: int) -> None:
-        from pyspark.sql import functions as F
-
         op, env = self._op, self.environment
         started = time.perf_counter()
-        frame = self._pending_frame().where(window_end_ms(op.window) - 1 <= F.lit(watermark))
-        grouped = frame.groupBy(*op.keys, WINDOW_START)
-        aggregated = grouped.agg(
-            *(op.plan.final_columns() if op.plan.decomposable else op.plan.columns)
-        )
-        names = tuple(aggregated.columns[len(op.keys) + 1 :])
-        result = aggregated.select(*window_output_columns(op.keys, op.window, names))
+        frame = self._pending_frame()
+        result = fired_windows(frame, op, watermark, self._fired)
         result = self.apply_transforms(result, self.transforms)
         table = self.collect(result)
         env.metrics.records_out += self.write_sinks(table, self._sequence)
         env.metrics.bundles += 1
         self._sequence += 1
-        self._fired = watermark
+        self._fired = max(self._fired, watermark)
+        # A file is done once every window of its rows is past its lateness (a session's
+        # end is at least its rows' ends: a file holding a live row keeps its session alive).
         done = [
             f
             for f in self._files
-            if f.max_window_end_ms is not None and f.max_window_end_ms - 1 <= watermark
+            if f.max_window_end_ms is not None
+            and f.max_window_end_ms - 1 + op.lateness_ms <= watermark
         ]
-        # Windows of the kept files that end at or before the watermark have fired: their
-        # earliest unfired window ends no sooner than the window holding watermark + 1.
-        next_end = op.window.window_start_ms(watermark + 1) + op.window.size_ms
-        self._files = [
-            replace(f, min_window_end_ms=max(f.min_window_end_ms or next_end, next_end))
-            for f in self._files
-            if f not in done
-        ]
+        kept = [f for f in self._files if f not in done]
+        if op.window.is_merging and kept:
+            # sessions are judged whole: the state becomes the sessions still in it
+            done = list(self._files)
+            self._replace_state(retained_state(frame, op, watermark), "retained")
+        else:
+            self._files = [self._settle(f, watermark) for f in kept]
+        self._fresh.clear()
         for f in done:
             _remove(f.path)
         logger.info(
@@ -169,27 +200,26 @@ class WindowStreamTask(SparkStreamTask):
             time.perf_counter() - started,
         )
 
-    def _compact(self) -> None:
-        """Merge the pending files into one (one Spark job): partial aggregates are merged
-        per key, window and key group; buffered records are copied as they are."""
-        from pyspark.sql import functions as F
-
-        op, env = self._op, self.environment
-        started = time.perf_counter()
-        frame = self._pending_frame()
-        if op.plan.decomposable:
-            merged = frame.groupBy(*op.keys, WINDOW_START, KEY_GROUP).agg(*op.plan.merge_columns())
-            # Keep the partials' types (a sum of decimal sums would widen each compaction).
-            types = dict(frame.dtypes)
-            frame = merged.select(*[F.col(c).cast(types[c]) for c in merged.columns])
+    def _replace_state(self, frame: Any, label: str) -> Any:
+        """Run ``frame`` (one Spark job) and make its rows the whole state, settled."""
         table = self.collect(frame)
-        old = self._files
         self._files = []
         if table.num_rows:
-            name = f"{self.tdd.subtask_index:03d}-{self._sequence:06d}-compacted.parquet"
-            self._files = [self._local_state_file(table, name)]
-        env.metrics.bundles += 1
+            name = f"{self.tdd.subtask_index:03d}-{self._sequence:06d}-{label}.parquet"
+            self._files = [self._settle(self._local_state_file(table, name), self._fired)]
+        self.environment.metrics.bundles += 1
         self._sequence += 1
+        return table
+
+    def _compact(self) -> None:
+        """Merge the pending files into one (one Spark job): partial aggregates are merged
+        per key, window and key group (sessions merged first); buffered records are copied.
+        Nothing pending is due (else the task fires instead), so every row is settled."""
+        env = self.environment
+        started = time.perf_counter()
+        old = self._files
+        table = self._replace_state(compacted_state(self._pending_frame(), self._op), "compacted")
+        self._fresh.clear()
         for f in old:
             _remove(f.path)
         logger.info(
@@ -202,20 +232,13 @@ class WindowStreamTask(SparkStreamTask):
 
     def _local_state_file(self, table: Any, name: str) -> DataBundle:
         """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a local state file."""
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         self._state_dir.mkdir(parents=True, exist_ok=True)
         path = self._state_dir / name
         pq.write_table(table, path)
-        bounds = pc.min_max(table.column(WINDOW_START))
-        size = self._op.window.size_ms
-        return DataBundle(
-            str(path),
-            table.num_rows,
-            bounds["min"].as_py() // 1000 + size,
-            bounds["max"].as_py() // 1000 + size,
-        )
+        low, high = window_end_range_ms(table, self._op.window.size_ms)
+        return DataBundle(str(path), table.num_rows, low, high)
 
     # Checkpoints -------------------------------------------------------------------------------
 
@@ -269,11 +292,18 @@ class WindowStreamTask(SparkStreamTask):
 
         if not self._files:
             return None
-        table = pa.concat_tables(
-            [pq.read_table(f.path) for f in self._files], promote_options="default"
-        )
-        if self._fired > MIN_WATERMARK:
-            ends = pc.add(pc.divide(table.column(WINDOW_START), 1000), self._op.window.size_ms - 1)
+        op = self._op
+        tables = []
+        for f in self._files:
+            table = pq.read_table(f.path)
+            if op.lateness_ms:  # rows that arrived since the last firing: a late firing is due
+                fresh = pa.array([f.path in self._fresh] * table.num_rows, pa.bool_())
+                table = table.append_column(FRESH, fresh)
+            tables.append(table)
+        table = pa.concat_tables(tables, promote_options="default")
+        if self._fired > MIN_WATERMARK and not op.window.is_merging:
+            last = op.window.size_ms - 1 + op.lateness_ms
+            ends = pc.add(pc.divide(table.column(WINDOW_START), 1000), last)
             table = table.filter(pc.greater(ends, self._fired))
         return table if table.num_rows else None
 
@@ -326,7 +356,21 @@ class WindowStreamTask(SparkStreamTask):
             tables.append(table.filter(mine))
         restored = pa.concat_tables(tables, promote_options="default") if tables else None
         if restored is not None and restored.num_rows:
-            self._files.append(self._local_state_file(restored, "restored.parquet"))
+            fresh = None
+            if FRESH in restored.column_names:
+                fresh = restored.column(FRESH)
+                restored = restored.drop_columns([FRESH])
+            for label, rows in (
+                ("restored", restored if fresh is None else restored.filter(pc.invert(fresh))),
+                ("restored-fresh", None if fresh is None else restored.filter(fresh)),
+            ):
+                if rows is not None and rows.num_rows:
+                    bundle = self._local_state_file(rows, f"{label}.parquet")
+                    if label == "restored":
+                        self._files.append(self._settle(bundle, self._fired))
+                    else:
+                        self._files.append(bundle)
+                        self._fresh.add(bundle.path)
         logger.info(
             "%s: restored %d rows of state (key groups %d-%d), fired watermark %d",
             self.environment.task_name,

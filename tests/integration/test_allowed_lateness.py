@@ -1,0 +1,169 @@
+"""Allowed lateness (Flink's ``allowedLateness``): a window fires when the watermark reaches
+its end - 1, stays in state ``lateness`` longer, and fires again with its full, updated result
+for every record that arrives for it meanwhile; a record later than that goes to the late side
+output.
+
+An unbounded directory source, one subtask per vertex, so each file is one bundle judged
+against the watermark before it. Windows of one hour, out-of-orderness 10 minutes, lateness 30
+minutes:
+
+- ``early``: 00:10, 00:50, 01:10 -> watermark 00:59:59.999: [00:00, 01:00) fires with 2;
+- ``second``: 00:40 (within lateness), 01:30 -> [00:00, 01:00) fires again with 3;
+- ``third``: 00:20 (still within: 01:29:59.999 > 01:19:59.999), 01:45 -> again with 4; the
+  watermark 01:34:59.999 passes the window's lateness, which leaves the state;
+- ``fourth``: 00:30 (past the lateness: late output), 03:00 -> [01:00, 02:00) fires with 3.
+
+The same with session windows (gap 20 minutes, lateness 1 hour): a late record bridging two
+fired sessions fires the merged session.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from millrace import (
+    Configuration,
+    DirectorySource,
+    ParquetSink,
+    StreamExecutionEnvironment,
+    session,
+    tumbling,
+)
+from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
+from tests.integration.streams import committed, stream_settings, wait_for_rows
+from tests.waiting import wait_value
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+DAY = "2013-01-01"
+
+
+def flights_at(times: list[str], first_flight: int) -> pa.Table:
+    stamps = pd.to_datetime([f"{DAY} {t}" for t in times], utc=True, format="ISO8601")
+    return pa.table(
+        {
+            "carrier": ["UA"] * len(times),
+            "flight": list(range(first_flight, first_flight + len(times))),
+            "time_hour": pa.array(stamps, type=pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def drop(inbox: Path, name: str, table: pa.Table) -> None:
+    hidden = inbox / f".{name}"
+    pq.write_table(table, hidden)
+    hidden.rename(inbox / name)
+
+
+def side_output(directory: Path) -> pd.DataFrame:
+    files = sorted(directory.glob("part-*.parquet"))
+    if not files:
+        return pd.DataFrame(columns=["source", "reason", "record", "subtask"])
+    return pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
+
+
+def run_arrivals(
+    spark: Any,
+    tmp_path: Path,
+    window: Any,
+    lateness: str,
+    files: list[tuple[list[str], int]],
+    late: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run the job while ``files`` arrive one by one, each once the previous one's firings
+    were committed (``files``: the event times and the output rows expected after it)."""
+    from pyspark.sql import functions as F
+
+    inbox, out, side = tmp_path / "inbox", tmp_path / "out", tmp_path / "side"
+    inbox.mkdir()
+    conf = Configuration(
+        stream_settings(
+            tmp_path, **{"parallelism.default": 1, "pipeline.side-output.dir": str(side)}
+        )
+    )
+    env = StreamExecutionEnvironment(conf, spark)
+    (
+        env.from_source(
+            DirectorySource.parquet(str(inbox)),
+            event_time="time_hour",
+            max_out_of_orderness="10 min",
+        )
+        .key_by("carrier")
+        .window(window)
+        .allowed_lateness(lateness)
+        .agg(F.count("*").alias("flights"), F.sort_array(F.collect_list("flight")).alias("ids"))
+        .sink_to(ParquetSink(str(out)))
+    )
+    graph = env.get_job_graph("allowed-lateness")
+    late_dir = side / "allowed-lateness" / "late"
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
+        assert cluster.dispatcher is not None
+        cluster.job_client.submit_job_detached(graph).result(60)
+        first = 1
+        for index, (times, rows) in enumerate(files):
+            drop(inbox, f"{index:02d}.parquet", flights_at(times, first))
+            first += len(times)
+            wait_for_rows(out, rows)
+        wait_value(
+            lambda: side_output(late_dir),
+            lambda rows: len(rows) >= late,
+            what="the late records committed to the side output",
+        )
+        cluster.job_client.cancel_job(graph.job_id).result(30)
+    return committed(out), side_output(late_dir)
+
+
+def test_records_within_the_lateness_fire_the_window_again(spark, tmp_path: Path) -> None:
+    files = [
+        (["00:10", "00:50", "01:10"], 1),
+        (["00:40", "01:30"], 2),
+        (["00:20", "01:45"], 3),
+        (["00:30", "03:00"], 4),
+    ]
+    windows, late = run_arrivals(spark, tmp_path, tumbling("1 h"), "30 min", files, late=1)
+
+    firings = windows.sort_values(["window_start", "flights"], ignore_index=True)
+    assert firings["window_start"].dt.strftime("%H:%M").tolist() == [
+        "00:00",
+        "00:00",
+        "00:00",
+        "01:00",
+    ]
+    assert firings["flights"].tolist() == [2, 3, 4, 3]
+    assert [list(ids) for ids in firings["ids"]] == [[1, 2], [1, 2, 4], [1, 2, 4, 6], [3, 5, 7]]
+    assert [json.loads(r)["flight"] for r in late["record"]] == [8]
+    assert set(late["reason"]).pop().startswith("late: window ending at")
+
+
+def test_a_late_record_bridging_two_fired_sessions_fires_the_merged_session(
+    spark, tmp_path: Path
+) -> None:
+    # sessions (gap 20 min, lateness 1 h): [00:00, 00:30) and [00:40, 01:00) fire at
+    # watermark 01:09:59.999; 00:25 arrives within their lateness and merges both into
+    # [00:00, 01:00), which fires; 02:30 fires [01:20, 01:45) and ends the lateness of
+    # [00:00, 01:00), so 00:50 is late; 03:30 fires [02:30, 02:50).
+    files = [
+        (["00:00", "00:10", "00:40", "01:20"], 2),
+        (["00:25", "01:25"], 3),
+        (["02:30"], 4),
+        (["00:50", "03:30"], 5),
+    ]
+    sessions, late = run_arrivals(spark, tmp_path, session("20 min"), "1 h", files, late=1)
+
+    rows = sessions.sort_values(["window_start", "window_end"], ignore_index=True)
+    bounds = [
+        f"{s:%H:%M}-{e:%H:%M}"
+        for s, e in zip(rows["window_start"], rows["window_end"], strict=True)
+    ]
+    assert bounds == ["00:00-00:30", "00:00-01:00", "00:40-01:00", "01:20-01:45", "02:30-02:50"]
+    assert rows["flights"].tolist() == [2, 4, 1, 2, 1]
+    assert [list(ids) for ids in rows["ids"]] == [[1, 2], [1, 2, 3, 5], [3], [4, 6], [7]]
+    assert [json.loads(r)["flight"] for r in late["record"]] == [8]
