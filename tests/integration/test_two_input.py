@@ -272,3 +272,16 @@ def test_window_join_over_sliding_windows_equals_pandas(spark, shuffled, tmp_pat
     expected = expected[[*FLIGHT_COLUMNS, "time_hour_right", "temp", "window_start", "window_end"]]
     order = ["window_start", "time_hour", "carrier", "flight", "time_hour_right"]
     assert_rows_equal(committed(tmp_path / "out", order), expected, order)
+
+
+def test_a_keyed_union_of_two_schemas_fails_with_both(spark, shuffled, tmp_path):
+    env = environment(spark, tmp_path, 2, **{"restart-strategy.type": "none"})
+    numbers = flights(env, shuffled[0], "numbers")
+    texts = flights(env, shuffled[0], "texts").transform(
+        lambda df: df.withColumn("dep_delay", F.col("dep_delay").cast("string"))
+    )
+    numbers.union(texts).key_by("carrier").window(tumbling("1 day")).agg(
+        F.max("dep_delay").alias("worst")
+    ).sink_to(ParquetSink(str(tmp_path / "out")))
+    with pytest.raises(JobExecutionError, match="must have one schema"):
+        env.execute("keyed-union-mismatch")

@@ -95,10 +95,10 @@ def run_with_a_crash(
 def test_window_join_after_a_lost_task_manager_equals_pandas(
     spark, flights_dir, weather_dir, tmp_path
 ) -> None:
-    conf = configuration(tmp_path)
+    conf = configuration(tmp_path, **{"execution.bundle.max-records": 5_000})  # a longer job
     env = StreamExecutionEnvironment(conf, spark)
     flights_weather.build(env, str(flights_dir), str(weather_dir), str(tmp_path / "out"))
-    run_with_a_crash(spark, conf, env, "flights-weather-crash", checkpoints=2)
+    run_with_a_crash(spark, conf, env, "flights-weather-crash", checkpoints=1)
 
     expected = expected_flights_weather(flights_dir, weather_dir)
     assert_rows_equal(committed(tmp_path / "out", JOIN_ORDER), expected, JOIN_ORDER)

@@ -46,6 +46,7 @@ from millrace.runtime.io.partition_events import (
     PartitionEvent,
 )
 from millrace.spark.exchange import window_end_range_ms
+from millrace.spark.input_schemas import InputSchemas
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.window_firing import (
     FRESH,
@@ -81,6 +82,7 @@ class WindowStreamTask(SparkStreamTask):
         if gate is None:
             raise PipelineError("a window task needs an input gate", env.task_name)
         self._op = op
+        self._input_schemas = InputSchemas(self.tdd.input_channels, env.task_name)
         self._files: list[DataBundle] = []
         self._fresh: set[str] = set()  # paths of files received since the last firing
         self._fired = MIN_WATERMARK
@@ -112,8 +114,9 @@ class WindowStreamTask(SparkStreamTask):
         gate.close()
 
     def _accept(self, events: list[tuple[int, PartitionEvent]]) -> None:
-        for _, event in events:
+        for channel, event in events:
             if isinstance(event, DataBundle):
+                self._input_schemas.check(channel, event.path)  # a union's inputs agree
                 self._files.append(event)
                 self._fresh.add(event.path)
                 self.environment.metrics.records_in += event.rows
