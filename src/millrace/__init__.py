@@ -17,7 +17,7 @@ from millrace.api.windows import (
     sliding,
     tumbling,
 )
-from millrace.config import Configuration
+from millrace.config import Configuration, RuntimeExecutionMode
 from millrace.connectors import (
     DirectorySource,
     FileSource,
@@ -39,6 +39,7 @@ __all__ = [
     "ParquetSink",
     "PostgresSink",
     "ReplaySource",
+    "RuntimeExecutionMode",
     "SlidingEventTimeWindows",
     "StreamExecutionEnvironment",
     "TumblingEventTimeWindows",

@@ -32,6 +32,7 @@ __all__ = [
     "PipelineOptions",
     "RestOptions",
     "RpcOptions",
+    "RuntimeExecutionMode",
     "SecurityOptions",
     "SparkOptions",
     "TaskManagerOptions",
@@ -456,8 +457,28 @@ class ClusterOptions:
     )
 
 
+class RuntimeExecutionMode(enum.Enum):
+    """``execution.runtime-mode`` (Flink's RuntimeExecutionMode)."""
+
+    STREAMING = "STREAMING"
+    """Continuous execution: watermarks, pipelined exchanges, checkpoints; any source."""
+    BATCH = "BATCH"
+    """Bounded input only: each stage runs to its end, blocking exchanges, one aggregation per
+    keyed stage, no watermarks and no checkpoints; a failed stage re-runs from its inputs."""
+    AUTOMATIC = "AUTOMATIC"
+    """BATCH when every source is bounded, else STREAMING."""
+
+
 class ExecutionOptions:
     """Job execution keys."""
+
+    RUNTIME_MODE = _enum(
+        "execution.runtime-mode",
+        RuntimeExecutionMode.STREAMING,
+        "STREAMING runs any job continuously; BATCH runs a job whose sources are all bounded "
+        "stage by stage (blocking exchanges, no watermarks, no checkpoints); AUTOMATIC is "
+        "BATCH when every source is bounded, else STREAMING (Flink's execution.runtime-mode).",
+    )
 
     PARALLELISM = _int(
         "parallelism.default", 2, "Parallelism of operators that do not set one.", minimum=1

@@ -53,11 +53,23 @@ from millrace.types import JobVertexId
 if TYPE_CHECKING:  # imported when needed: it imports pyspark
     from millrace.spark.aggregation import AggregatePlan
 
-__all__ = ["KEYED_AGGREGATE_TASK", "SOURCE_TASK", "WINDOW_TASK", "generate_job_graph"]
+__all__ = [
+    "BATCH_TASKS",
+    "KEYED_AGGREGATE_TASK",
+    "SOURCE_TASK",
+    "WINDOW_TASK",
+    "generate_job_graph",
+]
 
 SOURCE_TASK = "millrace.spark.source_stream_task:SourceStreamTask"
 WINDOW_TASK = "millrace.spark.window_stream_task:WindowStreamTask"
 KEYED_AGGREGATE_TASK = "millrace.spark.keyed_aggregate_stream_task:KeyedAggregateStreamTask"
+BATCH_TASKS = {
+    SOURCE_TASK: "millrace.spark.batch_source_task:BatchSourceTask",
+    WINDOW_TASK: "millrace.spark.batch_window_task:BatchWindowTask",
+    KEYED_AGGREGATE_TASK: "millrace.spark.batch_keyed_aggregate_task:BatchKeyedAggregateTask",
+}
+"""The task each streaming task becomes in BATCH mode (``execution.runtime-mode``)."""
 
 
 def generate_job_graph(
@@ -66,6 +78,7 @@ def generate_job_graph(
     default_parallelism: int,
     max_parallelism: int,
     side_outputs: Mapping[str, Any] | None = None,
+    batch: bool = False,
 ) -> JobGraph:
     """Build the JobGraph of the pipelines ending in ``sinks``.
 
@@ -76,10 +89,12 @@ def generate_job_graph(
         max_parallelism: Key groups (``pipeline.max-parallelism``).
         side_outputs: Tag (``dead-letters``, ``late``) -> the sink every source vertex writes
             that side output to; chained into each source vertex as SIDE_OUTPUT operators.
+        batch: Build the BATCH form (``BATCH_TASKS``: each stage runs to its end).
 
     Raises:
         PipelineError: If the pipeline has no sink, branches, or uses a construct that cannot be
-            chained (a parallelism change without key_by, a window without event time).
+            chained (a parallelism change without key_by, a window without event time), or
+            ``batch`` and an operator has no BATCH form.
         UserCodeError: If an operator's user code cannot be serialized.
     """
     import millrace.spark.column_serde  # noqa: F401  (ships Spark columns with the operators)
@@ -113,6 +128,14 @@ def generate_job_graph(
         _build_vertices(
             chain, default_parallelism, max_parallelism, vertices, edges, extra, bounded=bounded
         )
+    if batch:
+        for vertex in vertices:
+            if vertex.invokable not in BATCH_TASKS:
+                raise PipelineError(
+                    f"{vertex.name!r} cannot run in BATCH mode yet: set "
+                    "execution.runtime-mode=STREAMING"
+                )
+            vertex.invokable = BATCH_TASKS[vertex.invokable]
     return _with_stable_ids(JobGraph(name, vertices, edges, max_parallelism=max_parallelism))
 
 

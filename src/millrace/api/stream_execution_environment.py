@@ -16,12 +16,14 @@ from typing import Any
 
 from millrace.api.data_stream import DataStream
 from millrace.api.job_graph_generator import generate_job_graph
+from millrace.api.runtime_mode import resolve_runtime_mode, sources_of
 from millrace.api.transformations import SinkTransformation, SourceTransformation
 from millrace.config import (
     CheckpointingOptions,
     Configuration,
     ExecutionOptions,
     PipelineOptions,
+    RuntimeExecutionMode,
     parse_duration,
 )
 from millrace.connectors.file_formats import absolute_local_path
@@ -169,6 +171,25 @@ class StreamExecutionEnvironment:
         )
         return self
 
+    def set_runtime_mode(self, mode: RuntimeExecutionMode | str) -> StreamExecutionEnvironment:
+        """Run the jobs of this environment in ``mode`` (Flink's ``setRuntimeMode``).
+
+        Sets ``execution.runtime-mode``: ``STREAMING`` (the default), ``BATCH`` (every source
+        bounded: stage by stage, blocking exchanges, no watermarks, no checkpoints) or
+        ``AUTOMATIC`` (BATCH when every source is bounded). A BATCH job with an unbounded
+        source fails in ``execute()`` with a PipelineError, before anything starts.
+
+        Args:
+            mode: A RuntimeExecutionMode or its name.
+
+        Raises:
+            ConfigError: If ``mode`` is not one of the three.
+        """
+        key = ExecutionOptions.RUNTIME_MODE
+        value = key.parse(mode.value if isinstance(mode, RuntimeExecutionMode) else mode)
+        self.configuration = self.configuration.with_overrides({key.key: value.value})
+        return self
+
     def from_source(
         self,
         source: Any,
@@ -218,17 +239,24 @@ class StreamExecutionEnvironment:
         """The JobGraph of the pipelines built so far.
 
         Raises:
-            PipelineError: If the pipeline is invalid (see ``generate_job_graph``).
+            PipelineError: If the pipeline is invalid (see ``generate_job_graph``), or the
+                runtime mode is BATCH and a source is unbounded.
+            ConfigError: If ``execution.runtime-mode`` is not STREAMING, BATCH or AUTOMATIC.
         """
         from millrace.spark.side_outputs import side_output_sinks
 
         settings = _job_configuration(self.configuration)
+        mode = resolve_runtime_mode(
+            self.configuration.get(ExecutionOptions.RUNTIME_MODE), sources_of(self._sinks)
+        )
+        settings[ExecutionOptions.RUNTIME_MODE.key] = mode.value  # resolved: never AUTOMATIC
         job_graph = generate_job_graph(
             job_name,
             self._sinks,
             self._parallelism,
             self._max_parallelism,
             side_output_sinks(Configuration(settings), job_name),
+            batch=mode is RuntimeExecutionMode.BATCH,
         )
         job_graph.configuration = settings
         savepoint = self.configuration.get(CheckpointingOptions.SAVEPOINT_PATH)

@@ -8,6 +8,7 @@ from collections import deque
 from millrace.api.connector.source import SourceBundle, SourceReaderContext
 from millrace.connectors.file_formats import CORRUPT_COLUMN, FileFormat
 from millrace.runtime.io.input_split import InputSplit, SplitState
+from millrace.spark.parquet_schema import parquet_spark_schema
 
 __all__ = ["FileSourceReader"]
 
@@ -17,7 +18,8 @@ class FileSourceReader:
 
     A bundle takes queued splits until their row counts (from statistics; unknown counts as a
     full bundle) reach ``max_records``; a split that would overflow waits for the next bundle.
-    The first bundle's schema is reused, so later bundles skip schema inference.
+    A Parquet file's schema comes from its footer (``parquet_spark_schema``) or the first
+    bundle's inference, and is reused, so later bundles skip schema inference.
 
     Args:
         file_format: How the files are parsed.
@@ -54,6 +56,8 @@ class FileSourceReader:
         while self._queue and rows + self._size(self._queue[0]) <= self._max_records:
             rows += self._size(self._queue[0])
             splits.append(self._queue.popleft())
+        if self._schema is None and self._format.name == "parquet":
+            self._schema = parquet_spark_schema(splits[0].path)  # None: Spark infers it
         read = self._format.read(self._spark, splits, self._schema)
         if self._schema is None and self._format.name == "parquet":
             self._schema = read.frame.schema

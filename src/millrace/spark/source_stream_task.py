@@ -81,39 +81,7 @@ class SourceStreamTask(SparkStreamTask):
 
     def invoke(self) -> None:
         env = self.environment
-        source_op = self.operators[0]
-        if not isinstance(source_op, SourceOperator):
-            raise PipelineError("a source chain must start with a SourceOperator", env.task_name)
-        self._source_op = source_op
-        self._tail = [
-            op
-            for op in self.operators
-            if not (isinstance(op, SinkOperator) and op.side_output is not None)
-        ][-1]
-        conf = env.configuration
-        self._max_delay = conf.get(ExecutionOptions.BUNDLE_MAX_DELAY)
-        self._retry_interval = conf.get(ExecutionOptions.SOURCE_DISCOVERY_INTERVAL)
-        self._reader: SourceReader = source_op.source.create_reader(
-            SourceReaderContext(
-                self.tdd.subtask_index,
-                self.tdd.parallelism,
-                conf.get(ExecutionOptions.BUNDLE_MAX_RECORDS),
-                self._max_delay,
-                conf,
-                self.spark,
-            )
-        )
-        self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
-        self._active = True
-        self._idle_timeout = (
-            source_op.idle_timeout_ms / 1000 if source_op.idle_timeout_ms is not None else None
-        )
-        self._last_records_at = time.monotonic()
-        self._finished: list[str] = []
-        self._exhausted = False
-        self._retry_at = 0.0
-        if env.restore is not None:
-            self._tracker.restore(env.restore.watermark_ms)
+        self._open(env.configuration.get(ExecutionOptions.BUNDLE_MAX_RECORDS))
         sequence = 0
         try:
             while True:
@@ -137,6 +105,44 @@ class SourceStreamTask(SparkStreamTask):
         if self.tdd.output_partition is not None:
             env.broadcast(Watermark(MAX_WATERMARK))
             env.broadcast(EndOfPartition())
+
+    def _open(self, max_records: int) -> None:
+        """Create the reader (bundles of at most ``max_records`` records) and the task's
+        split and watermark bookkeeping."""
+        env = self.environment
+        source_op = self.operators[0]
+        if not isinstance(source_op, SourceOperator):
+            raise PipelineError("a source chain must start with a SourceOperator", env.task_name)
+        self._source_op = source_op
+        self._tail = [
+            op
+            for op in self.operators
+            if not (isinstance(op, SinkOperator) and op.side_output is not None)
+        ][-1]
+        conf = env.configuration
+        self._max_delay = conf.get(ExecutionOptions.BUNDLE_MAX_DELAY)
+        self._retry_interval = conf.get(ExecutionOptions.SOURCE_DISCOVERY_INTERVAL)
+        self._reader: SourceReader = source_op.source.create_reader(
+            SourceReaderContext(
+                self.tdd.subtask_index,
+                self.tdd.parallelism,
+                max_records,
+                self._max_delay,
+                conf,
+                self.spark,
+            )
+        )
+        self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)
+        self._active = True
+        self._idle_timeout = (
+            source_op.idle_timeout_ms / 1000 if source_op.idle_timeout_ms is not None else None
+        )
+        self._last_records_at = time.monotonic()
+        self._finished: list[str] = []
+        self._exhausted: bool = False
+        self._retry_at = 0.0
+        if env.restore is not None:
+            self._tracker.restore(env.restore.watermark_ms)
 
     # Splits ------------------------------------------------------------------------------------
 
@@ -229,8 +235,11 @@ class SourceStreamTask(SparkStreamTask):
         if watermark is not None and self.tdd.output_partition is not None:
             self.environment.broadcast(Watermark(watermark))
 
-    def _run_bundle(self, bundle: SourceBundle, sequence: int, watermark: int) -> dict[str, int]:
-        """Run one bundle, late records judged against ``watermark``.
+    def _run_bundle(
+        self, bundle: SourceBundle, sequence: int, watermark: int | None
+    ) -> dict[str, int]:
+        """Run one bundle, late records judged against ``watermark`` (None: no record is late,
+        as in BATCH mode).
 
         Returns:
             Split id -> largest event time (epoch ms) of the bundle's records of that split,
@@ -281,9 +290,14 @@ class SourceStreamTask(SparkStreamTask):
             assigned = assign_windows(frame, tail.event_time, window)
             # a record counts (and goes to the late output) once: on its latest window's row
             latest = F.col(LATEST) if LATEST in assigned.columns else F.lit(True)
+            is_late = (
+                F.lit(False)  # BATCH: no record is late
+                if watermark is None
+                else late_condition(window, watermark, tail.lateness_ms)
+            )
             windowed = assigned.select(
                 *[F.col(f"`{c}`") for c in assigned.columns if c != LATEST],
-                late_condition(window, watermark, tail.lateness_ms).alias(_LATE),
+                is_late.alias(_LATE),
                 latest.alias(LATEST),
                 groups.alias(KEY_GROUP),
                 target_subtask(groups, self.tdd.max_parallelism, consumers).alias(TARGET),
@@ -322,7 +336,7 @@ class SourceStreamTask(SparkStreamTask):
         if dead:
             env.metrics.dead_letters += dead
             self._write_dead_letters(base, reason, bundle, splits, sequence)
-        if late:
+        if late and watermark is not None:
             env.metrics.late_records += late
             self._write_late(windowed, tail, watermark, splits, sequence)
         return {

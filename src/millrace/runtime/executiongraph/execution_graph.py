@@ -186,6 +186,13 @@ class ExecutionGraph:
                 ev.current_execution = Execution(ev)
                 self._by_attempt[ev.current_execution.attempt_id] = ev.current_execution
 
+    def reset_subtask(self, vertex: ExecutionVertex) -> None:
+        """Give ``vertex`` a new Execution attempt in CREATED (region failover); reports of its
+        former attempt are no longer found by ``execution``."""
+        self._by_attempt.pop(vertex.current_execution.attempt_id, None)
+        vertex.current_execution = Execution(vertex)
+        self._by_attempt[vertex.current_execution.attempt_id] = vertex.current_execution
+
     def job_vertex(self, vertex_id: JobVertexId) -> ExecutionJobVertex:
         """Raises KeyError for an unknown vertex."""
         return self._by_id[vertex_id]

@@ -28,6 +28,7 @@ from millrace.runtime.executiongraph import (
     ExecutionGraph,
     ExecutionJobVertex,
     ExecutionState,
+    ExecutionVertex,
 )
 from millrace.runtime.jobmaster.slot_pool import SlotPool
 from millrace.runtime.jobmaster.task_deployment import task_deployment_descriptor
@@ -82,15 +83,29 @@ class ExecutionDeployer:
         self._listener = listener
         self._deployed: set[JobVertexId] = set()
 
+    @property
+    def graph(self) -> ExecutionGraph:
+        return self._graph
+
+    @property
+    def main_thread(self) -> ComponentMainThreadExecutor:
+        return self._main_thread
+
     def reset(self) -> None:
         """A restart: no vertex of the new attempts is deployed."""
         self._deployed.clear()
 
-    def deploy(self, vertex: ExecutionJobVertex, assignment: StateAssignment | None) -> None:
-        """Deploy every subtask of ``vertex`` (with its restored state from ``assignment``)."""
+    def deploy(
+        self,
+        vertex: ExecutionJobVertex,
+        assignment: StateAssignment | None,
+        subtasks: list[ExecutionVertex] | None = None,
+    ) -> None:
+        """Deploy ``subtasks`` of ``vertex`` (default: all; each in CREATED) with their
+        restored state from ``assignment``."""
         self._main_thread.assert_running_in_main_thread()
         self._deployed.add(vertex.vertex_id)
-        for ev in vertex.task_vertices:
+        for ev in vertex.task_vertices if subtasks is None else subtasks:
             execution = ev.current_execution
             slot = self._slots.slot_for(ev.subtask_index)
             execution.transition_to(ExecutionState.SCHEDULED)

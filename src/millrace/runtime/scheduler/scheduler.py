@@ -1,22 +1,13 @@
-"""Scheduler: runs one job's ExecutionGraph — preparation, deployment, task states, failover,
-checkpoints' sink commits and completion (Flink's SchedulerNG / DefaultScheduler).
+"""Scheduler: runs one job's ExecutionGraph (Flink's SchedulerNG / DefaultScheduler).
 
-The JobMaster is the gateway in front of it; the Scheduler owns what the job *is*:
-
-* the ExecutionGraph and the job status, changed only along the JobStatus state machine
-  (``executiongraph/job_status.py``);
-* the sources' SplitEnumerators (``SourceCoordinator``), the CheckpointCoordinator and the
-  SinkCommitter;
-* deployment (``ExecutionDeployer``) once the JobMaster reports that every slot is held;
-* failover (Flink's full failover with a RestartBackoffTimeStrategy): a failed task, a failed
-  deployment, a lost TaskManager or a failed sink commit asks the restart strategy; with a
-  restart left the job goes RESTARTING, every execution is cancelled, and after the strategy's
-  delay the job restores its latest completed checkpoint and is deployed again; without one it
-  FAILS with the cause;
-* completion: when every Execution FINISHED, what the last attempts staged becomes the final
-  checkpoint, which is committed (retried under the restart strategy); then the job is FINISHED.
-
-Blocking work runs elsewhere; its outcome comes back through the ComponentMainThreadExecutor.
+The JobMaster is the gateway in front of it; the Scheduler owns what the job *is*: the
+ExecutionGraph and the job status (``executiongraph/job_status.py``), the sources'
+SourceCoordinators, the CheckpointCoordinator, the SinkCommitter and deployment
+(``ExecutionDeployer``). Failover is Flink's full failover under a RestartBackoffTimeStrategy
+(RESTARTING, every execution cancelled, the latest checkpoint restored); in BATCH mode a failed
+region runs again alone when it can (``BatchScheduling``). When every Execution FINISHED, the
+last output is committed as the final checkpoint (``FinalCommit``). Blocking work runs
+elsewhere; its outcome comes back through the ComponentMainThreadExecutor.
 
 Threading:
     Main thread of the JobMaster only (``ComponentMainThreadExecutor``); public methods assert
@@ -46,6 +37,7 @@ from millrace.runtime.jobmaster.clock_service import GlobalClockService
 from millrace.runtime.jobmaster.job_preparation import JobPreparer, PreparedJob
 from millrace.runtime.jobmaster.sink_committer import SinkCommitter
 from millrace.runtime.jobmaster.slot_pool import SlotPool
+from millrace.runtime.scheduler.batch_scheduling import batch_scheduling
 from millrace.runtime.scheduler.execution_deployer import ExecutionDeployer
 from millrace.runtime.scheduler.final_commit import FinalCommit
 from millrace.runtime.scheduler.job_views import checkpoint_targets, job_details, job_result
@@ -138,6 +130,9 @@ class Scheduler:
         )
         self._sources: dict[JobVertexId, SourceCoordinator] = {}
         self._assignment: StateAssignment | None = None
+        self._batch = batch_scheduling(  # None in STREAMING mode
+            configuration, self._deployer, self._restart_strategy, context, lambda: self._assignment
+        )
         self._failure: str | None = None
         self._restart_scheduled = False
         self._finishing = False  # every Execution FINISHED: the final commit runs
@@ -214,7 +209,8 @@ class Scheduler:
         if restarting:
             self.graph.transition_job(JobStatus.RUNNING)
             logger.info("job %s: restart %d", self.job_graph.name, self.restarts)
-        self.checkpoints.start()
+        if self._batch is None:  # BATCH ignores checkpointing, as Flink does
+            self.checkpoints.start()
         self._context.request_slots()
 
     # Deployment --------------------------------------------------------------------------------
@@ -224,6 +220,8 @@ class Scheduler:
         self._main_thread.assert_running_in_main_thread()
         if self.graph.status is not JobStatus.RUNNING or self._finishing:
             return
+        if self._batch is not None and self._batch.deploy_restarted():
+            return  # a region restart's subtasks are deployed
         if any(e.state is not ExecutionState.CREATED for e in self.graph.executions()):
             return  # deployed already
         logger.info("job %s: all slots allocated; deploying sources", self.job_graph.name)
@@ -236,8 +234,8 @@ class Scheduler:
         """A producer's partition has its first event: deploy the consumers it completes."""
         self._main_thread.assert_running_in_main_thread()
         producer = self.graph.execution(ExecutionAttemptId(partition_id))
-        if producer is None or self.graph.status is not JobStatus.RUNNING:
-            return
+        if producer is None or self.graph.status is not JobStatus.RUNNING or self._batch:
+            return  # BATCH: consumers follow their producers' end (BatchScheduling)
         for consumer in self._deployer.ready_consumers(producer.vertex.job_vertex.vertex_id):
             logger.info(
                 "job %s: deploying %s (ScheduleOrUpdateConsumers)",
@@ -278,6 +276,8 @@ class Scheduler:
         elif target is ExecutionState.CANCELED:
             execution.transition_to(ExecutionState.CANCELING)
         execution.transition_to(target)
+        if target is ExecutionState.FINISHED and self._batch is not None:
+            self._batch.producer_finished()
         if target is ExecutionState.FAILED:
             execution.failure = state.error or "unknown error"
             self._handle_failure(f"{execution.vertex.task_name} failed: {execution.failure}")
@@ -412,6 +412,8 @@ class Scheduler:
         if not self._restart_strategy.can_restart():
             self.fail_job(f"{cause} (no restart left: {self._restart_strategy!r})")
             return
+        if self._batch is not None and self._batch.restart_regions(cause):
+            return
         logger.warning(
             "job %s: %s; restarting (%r)", self.job_graph.name, cause, self._restart_strategy
         )
@@ -492,6 +494,6 @@ class Scheduler:
             self._sources.values(),
             self._started,
             self._ended or time.time(),
-            self.restarts,
+            self.restarts + (self._batch.region_restarts if self._batch else 0),
             self.checkpoints.counts["completed"],
         )

@@ -1,0 +1,52 @@
+"""Blocking exchanges of BATCH mode (Flink's BLOCKING result partitions) in the exchange store.
+
+A producer subtask writes its whole output under ``<working dir>/exchange/<vertex>/<attempt>/``,
+one file per consumer subtask (``...-to<consumer>.parquet``), and creates that directory even
+when it writes nothing. A consumer is deployed once every producer FINISHED and finds its files
+there, by the producer attempts its input channels name, instead of pulling events from the
+producers' TaskManagers: the files outlive a lost TaskManager and stay until the job ends, so a
+failed consumer can run again from them (region failover).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from millrace.errors import PipelineError
+from millrace.runtime.deployment import TaskDeploymentDescriptor
+
+__all__ = ["blocking_input_files", "exchange_rows"]
+
+
+def blocking_input_files(working_dir: Path, tdd: TaskDeploymentDescriptor) -> list[str]:
+    """The exchange files the producer attempts of ``tdd``'s input channels wrote for its
+    subtask, sorted.
+
+    Args:
+        working_dir: The job's directory in the exchange store.
+        tdd: The consumer subtask's deployment (input channels, subtask index).
+
+    Raises:
+        PipelineError: If a producer attempt has no directory in the store (it did not finish
+            here, or the store was cleaned).
+    """
+    exchange = working_dir / "exchange"
+    files: list[str] = []
+    for channel in tdd.input_channels:
+        directories = list(exchange.glob(f"*/{channel.partition_id}"))
+        if not directories:
+            raise PipelineError(
+                f"the exchange store {exchange} holds no output of producer attempt "
+                f"{channel.partition_id}",
+                tdd.task_name,
+            )
+        for directory in directories:
+            files += [str(p) for p in directory.glob(f"*-to{tdd.subtask_index:03d}.parquet")]
+    return sorted(files)
+
+
+def exchange_rows(paths: list[str]) -> int:
+    """Rows of the Parquet files ``paths``, from their footers (no Spark job)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(path).num_rows for path in paths)

@@ -1,0 +1,132 @@
+"""Region failover in BATCH mode: a TaskManager killed while the keyed stage runs. Only the lost
+window subtask runs again, from the blocking exchange files its producers left in the exchange
+store; the sources do not run again; the output equals pandas row for row."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from pyspark.sql import functions as F
+
+from millrace import (
+    Configuration,
+    FileSource,
+    ParquetSink,
+    StreamExecutionEnvironment,
+    tumbling,
+)
+from millrace.runtime.executiongraph import ExecutionState
+from millrace.runtime.job_result import JobResultSuccess
+from millrace.runtime.minicluster import MiniCluster
+from millrace.runtime.taskexecutor.task_executor import TaskExecutor
+from millrace.spark.spark_task_runtime import SparkTaskRuntime
+from tests.faults import crash_task_executor
+from tests.integration.helpers import (
+    assert_same_result,
+    expected_flight_delays,
+    load_example,
+    read_flights,
+    read_output,
+)
+from tests.waiting import result_within, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+WAIT = 180.0
+flight_delays = load_example("flight_delays")
+
+
+def slowly(frame):
+    """The window's output unchanged, ~2 ms a row (a Python UDF): a keyed stage that runs for
+    seconds, long enough to lose its TaskManager in the middle."""
+
+    def same(value):  # no hints: Spark would try to infer a pandas UDF from them
+        import time as _time
+
+        _time.sleep(0.002)
+        return value
+
+    return frame.withColumn("flights", F.udf(same, "long")(F.col("flights")))
+
+
+def window_task_executor(cluster: MiniCluster) -> TaskExecutor | None:
+    """A TaskExecutor running a window subtask now, if any."""
+    for te in cluster.task_executors:
+        for task in list(te._tasks.values()):
+            running = task.state is ExecutionState.RUNNING
+            if task.tdd.task_name.startswith("TumblingEventTimeWindows") and running:
+                return te
+    return None
+
+
+def test_a_lost_task_manager_reruns_only_the_keyed_subtask_it_ran(
+    spark, flights_dir, tmp_path, caplog
+) -> None:
+    conf = Configuration(
+        {
+            "execution.runtime-mode": "BATCH",
+            "parallelism.default": 2,
+            "minicluster.number-of-taskmanagers": 3,
+            "taskmanager.numberOfTaskSlots": 1,  # each subtask index on its own TaskManager
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "pipeline.side-output.dir": str(tmp_path / "side"),
+            "heartbeat.interval": "100 ms",
+            "heartbeat.pause": "1 s",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 2,
+            "restart-strategy.fixed-delay.delay": "100 ms",
+        }
+    )
+    env = StreamExecutionEnvironment(conf, spark)
+    (
+        env.from_source(
+            FileSource.parquet(str(flights_dir)),
+            event_time="time_hour",
+            max_out_of_orderness="1 h",
+            name="flights",
+        )
+        .transform(flight_delays.departed, name="departed")
+        .key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+        .transform(slowly, name="slowly")
+        .sink_to(ParquetSink(str(tmp_path / "out")))
+    )
+    graph = env.get_job_graph("batch-region-failover")
+    with (
+        caplog.at_level(logging.INFO, logger="millrace"),
+        MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster,
+    ):
+        waiting = cluster.job_client.submit_job_wait(graph)
+        victim = None
+
+        def keyed_stage_running() -> bool:
+            nonlocal victim
+            victim = window_task_executor(cluster)
+            return victim is not None or waiting.done()
+
+        wait_until(keyed_stage_running, what="a window subtask running", timeout=WAIT)
+        assert victim is not None and not waiting.done(), "the job ended before the crash"
+        time.sleep(0.5)  # into its Spark job
+        crash_task_executor(victim)
+        result = result_within(waiting, WAIT, what="the job's result after the crash")
+
+    assert isinstance(result, JobResultSuccess), result
+    for line in caplog.records:
+        if any(k in line.getMessage() for k in ("lost", "region failover", "again", "once")):
+            print(line.getMessage())
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
+    assert not (tmp_path / "out" / ".pending").exists(), "the lost attempt's staged output stays"
+    logs = [r.getMessage() for r in caplog.records]
+    source_runs = [m for m in logs if "splits as one Spark job" in m]
+    assert len(source_runs) == 2, f"the sources ran again: {source_runs}"
+    assert any("region failover" in m for m in logs)
+    assert not any("restart 1" in m for m in logs), "a global restart happened"
+    assert result.details.restarts >= 1
+    source, window = result.accumulators.values()
+    assert source.records_in == 336_776 and source.bundles == 2
+    assert window.bundles == 2  # the final attempts: one firing each
