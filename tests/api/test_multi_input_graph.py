@@ -198,3 +198,13 @@ def test_a_window_join_refuses_session_windows(env) -> None:
     a, b = source(env, "a"), source(env, "b")
     with pytest.raises(PipelineError, match="merges windows"):
         a.join(b).where("k").equal_to("k").window(session("1 h"))
+
+
+def test_joins_and_unions_into_sinks_are_refused_in_batch_mode_before_anything_starts(
+    env,
+) -> None:
+    env.set_runtime_mode("BATCH")
+    a, b = source(env, "a"), source(env, "b")
+    a.join(b).where("k").equal_to("k").window(tumbling("1 h")).sink_to(ParquetSink("out"))
+    with pytest.raises(PipelineError, match="cannot run in BATCH mode yet"):
+        env.get_job_graph("job")
