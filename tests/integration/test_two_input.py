@@ -82,9 +82,11 @@ def flights(env, directory: Path, name: str = "flights"):
 # Union ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("parallelism", [1, 2, 3])
-def test_union_before_a_keyed_window_equals_pandas(spark, shuffled, tmp_path, parallelism):
-    env = environment(spark, tmp_path, parallelism)
+@pytest.mark.parametrize(
+    ("parallelism", "mode"), [(1, "STREAMING"), (2, "STREAMING"), (3, "STREAMING"), (2, "BATCH")]
+)
+def test_union_before_a_keyed_window_equals_pandas(spark, shuffled, tmp_path, parallelism, mode):
+    env = environment(spark, tmp_path, parallelism, **{"execution.runtime-mode": mode})
     early = flights(env, shuffled[0], "early").transform(lambda df: df.where("carrier < 'M'"))
     late = flights(env, shuffled[0], "late").transform(lambda df: df.where("carrier >= 'M'"))
     (
