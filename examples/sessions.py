@@ -18,6 +18,7 @@ import sys
 from pyspark.sql import functions as F
 
 from millrace import FileSource, ParquetSink, StreamExecutionEnvironment, session
+from millrace.api.data_stream import DataStream
 
 GAP = "4 h"
 
@@ -27,16 +28,10 @@ def with_plane(flights):
     return flights.where(F.col("tailnum").isNotNull()).select("tailnum", "time_hour", "dest")
 
 
-def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str) -> None:
-    """Add the sessions pipeline to ``env``."""
-    (
-        env.from_source(
-            FileSource.parquet(input_dir),
-            event_time="time_hour",
-            max_out_of_orderness="1 h",
-            name="flights",
-        )
-        .transform(with_plane, name="with-plane")
+def sessions_of(flights: DataStream) -> DataStream:
+    """Each aircraft's sessions with their flights, first and last departure, destinations."""
+    return (
+        flights.transform(with_plane, name="with-plane")
         .key_by("tailnum")
         .window(session(GAP))
         .agg(
@@ -45,8 +40,18 @@ def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str) -> N
             F.max("time_hour").alias("last_departure"),
             F.count_distinct("dest").alias("destinations"),
         )
-        .sink_to(ParquetSink(output_dir))
     )
+
+
+def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str) -> None:
+    """Add the sessions pipeline to ``env``."""
+    flights = env.from_source(
+        FileSource.parquet(input_dir),
+        event_time="time_hour",
+        max_out_of_orderness="1 h",
+        name="flights",
+    )
+    sessions_of(flights).sink_to(ParquetSink(output_dir))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from millrace import Configuration, FileSource, ParquetSink, StreamExecutionEnvironment, tumbling
+from millrace import (
+    Configuration,
+    FileSource,
+    ParquetSink,
+    StreamExecutionEnvironment,
+    session,
+    sliding,
+    tumbling,
+)
 from millrace.api.job_graph_generator import SOURCE_TASK, WINDOW_TASK
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
@@ -14,7 +22,7 @@ from millrace.api.operators import (
     WindowAggregateOperator,
     WindowAssignOperator,
 )
-from millrace.errors import PipelineError, UserCodeError
+from millrace.errors import ConfigError, PipelineError, UserCodeError
 from millrace.runtime.jobgraph import DistributionPattern, OperatorKind
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -211,4 +219,55 @@ def test_user_code_capturing_the_spark_session_is_rejected_with_advice(env) -> N
     stream = source(env).transform(lambda df: df.join(spark.range(3), "id"))
     stream.sink_to(ParquetSink("out"))
     with pytest.raises(UserCodeError, match=r"SparkSession .*df\.sparkSession"):
+        env.get_job_graph("job")
+
+
+def test_a_pandas_window_function_buffers_records_and_carries_its_parsed_schema(env) -> None:
+    from pyspark.sql.types import StructType
+
+    (
+        source(env)
+        .key_by("k")
+        .window(session("1 h"))
+        .allowed_lateness("10 min")
+        .apply_in_pandas(lambda pdf: pdf, "k string, n long")
+        .sink_to(ParquetSink("out"))
+    )
+    first, second = env.get_job_graph("job").vertices
+    assign = first.operators[1].deserialize()
+    window = second.operators[0].deserialize()
+    assert isinstance(assign, WindowAssignOperator)
+    assert (assign.window, assign.lateness_ms) == (session("1 h"), 600_000)
+    assert window.plan is None and window.lateness_ms == 600_000
+    assert isinstance(window.function.schema, StructType)
+    assert window.function.schema.fieldNames() == ["k", "n"]
+
+
+def test_sliding_partials_are_computed_before_the_exchange(env) -> None:
+    from pyspark.sql import functions as F
+
+    source(env).key_by("k").window(sliding("1 day", "6 h")).agg(F.count("*")).sink_to(
+        ParquetSink("out")
+    )
+    first, _ = env.get_job_graph("job").vertices
+    local = first.operators[1].deserialize()
+    assert isinstance(local, LocalWindowAggregateOperator)
+    assert local.window == sliding("1 day", "6 h")
+
+
+def test_window_functions_reject_bad_arguments_before_anything_runs(env) -> None:
+    windowed = source(env).key_by("k").window(session("1 h"))
+    with pytest.raises(TypeError, match=r"pandas\.DataFrame"):
+        windowed.apply_in_pandas("not a function", "n long")
+    with pytest.raises(TypeError, match="DDL string"):
+        windowed.apply_in_pandas(lambda pdf: pdf, ["n"])
+    with pytest.raises(ValueError, match="output schema"):
+        windowed.apply_in_pandas(lambda pdf: pdf, " ")
+    with pytest.raises(ConfigError):
+        windowed.allowed_lateness("soon")
+    with pytest.raises(TypeError, match="sliding"):
+        source(env).key_by("k").window("1 h")
+    bad = source(env).key_by("k").window(sliding("1 h", "10 min"))
+    bad.apply_in_pandas(lambda pdf: pdf, "n lung").sink_to(ParquetSink("out2"))
+    with pytest.raises(PipelineError, match="'n lung' is not a Spark DDL schema"):
         env.get_job_graph("job")

@@ -13,6 +13,10 @@ minutes:
   watermark 01:34:59.999 passes the window's lateness, which leaves the state;
 - ``fourth``: 00:30 (past the lateness: late output), 03:00 -> [01:00, 02:00) fires with 3.
 
+The tumbling case runs again with a TaskManager killed after the first late firing was
+committed: the restored state still holds the fired window for its lateness, so the next
+record fires it again with all four flights, and no firing is lost or written twice.
+
 The same with session windows (gap 20 minutes, lateness 1 hour): a late record bridging two
 fired sessions fires the merged session.
 """
@@ -38,6 +42,7 @@ from millrace import (
 )
 from millrace.runtime.minicluster import MiniCluster
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
+from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.streams import committed, stream_settings, wait_for_rows
 from tests.waiting import wait_value
 
@@ -77,9 +82,12 @@ def run_arrivals(
     lateness: str,
     files: list[tuple[list[str], int]],
     late: int,
+    crash_after: int | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the job while ``files`` arrive one by one, each once the previous one's firings
-    were committed (``files``: the event times and the output rows expected after it)."""
+    were committed (``files``: the event times and the output rows expected after it); with
+    ``crash_after``, a TaskManager running the job is killed once that file's firings were
+    committed (so a checkpoint holds the fired windows kept for their lateness)."""
     from pyspark.sql import functions as F
 
     inbox, out, side = tmp_path / "inbox", tmp_path / "out", tmp_path / "side"
@@ -112,6 +120,11 @@ def run_arrivals(
             drop(inbox, f"{index:02d}.parquet", flights_at(times, first))
             first += len(times)
             wait_for_rows(out, rows)
+            if index == crash_after:
+                crash_task_executor(busy_task_executor(cluster))
+        if crash_after is not None:
+            details = cluster.job_client.request_job_details(graph.job_id).result(30)
+            assert details.restarts >= 1
         wait_value(
             lambda: side_output(late_dir),
             lambda rows: len(rows) >= late,
@@ -121,14 +134,19 @@ def run_arrivals(
     return committed(out), side_output(late_dir)
 
 
-def test_records_within_the_lateness_fire_the_window_again(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("crash_after", [None, 1], ids=["no-failure", "crash-after-a-late-firing"])
+def test_records_within_the_lateness_fire_the_window_again(
+    spark, tmp_path: Path, crash_after: int | None
+) -> None:
     files = [
         (["00:10", "00:50", "01:10"], 1),
         (["00:40", "01:30"], 2),
         (["00:20", "01:45"], 3),
         (["00:30", "03:00"], 4),
     ]
-    windows, late = run_arrivals(spark, tmp_path, tumbling("1 h"), "30 min", files, late=1)
+    windows, late = run_arrivals(
+        spark, tmp_path, tumbling("1 h"), "30 min", files, late=1, crash_after=crash_after
+    )
 
     firings = windows.sort_values(["window_start", "flights"], ignore_index=True)
     assert firings["window_start"].dt.strftime("%H:%M").tolist() == [

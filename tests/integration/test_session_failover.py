@@ -1,14 +1,16 @@
-"""Session windows through a TaskManager crash: checkpoints hold each key's open sessions
-(buffered records with their merged bounds, in key groups); the job restores the latest one
-and the committed output equals the failure-free output (pandas on the same files), row for
-row, with no session lost, split or written twice."""
+"""Session windows through a TaskManager crash and a savepoint: checkpoints hold each key's
+open sessions (buffered records with their merged bounds, in key groups); the job restores the
+latest one (or a new job at another parallelism the savepoint) and the committed output equals
+the failure-free output (pandas on the same files), row for row, with no session lost, split
+or written twice."""
 
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
-from millrace import Configuration, StreamExecutionEnvironment
+from millrace import Configuration, DirectorySource, ParquetSink, StreamExecutionEnvironment
 from millrace.errors import JobSubmissionError
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobResultSuccess
@@ -16,6 +18,7 @@ from millrace.runtime.minicluster import MiniCluster
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import load_example, read_flights
+from tests.integration.streams import arrive, stream_settings
 from tests.integration.test_sliding_and_session_windows import committed
 from tests.integration.window_expectations import assert_rows_equal, expected_sessions
 from tests.waiting import WAIT, result_within, wait_until
@@ -71,3 +74,68 @@ def test_a_task_manager_lost_mid_job_leaves_the_sessions_exact(
     assert result.details.restarts >= 1
     expected = expected_sessions(read_flights(flights_dir), pd.Timedelta(sessions.GAP))
     assert_rows_equal(committed(tmp_path / "out"), expected, "tailnum")
+
+
+def test_open_sessions_resume_from_a_savepoint_at_another_parallelism(
+    spark, flights_dir, tmp_path
+) -> None:
+    """Months 1 and 2 arrive in a directory, a savepoint stops the job with the planes' open
+    sessions in its state (buffered flights with their key groups); a new job at parallelism
+    3 resumes from it and month 3 arrives: every session that must have fired by then is
+    committed exactly once with exactly its flights, those spanning the savepoint included."""
+    sessions = load_example("sessions")
+    inbox, out = tmp_path / "inbox", tmp_path / "out"
+    inbox.mkdir()
+
+    def build(conf: Configuration) -> StreamExecutionEnvironment:
+        env = StreamExecutionEnvironment(conf, spark)
+        flights = env.from_source(
+            DirectorySource.parquet(str(inbox)), event_time="time_hour", max_out_of_orderness="1 h"
+        )
+        sessions.sessions_of(flights).sink_to(ParquetSink(str(out)))
+        return env
+
+    flights = read_flights(flights_dir)
+    gap = pd.Timedelta(sessions.GAP)
+
+    def fired_through(month: int) -> pd.DataFrame:
+        seen = flights[flights["month"] <= month]
+        expected = expected_sessions(seen, gap)
+        return expected[expected["window_end"] <= seen["time_hour"].max() - pd.Timedelta("1 h")]
+
+    def wait_for_rows(rows: int) -> None:
+        def count() -> int:
+            return sum(pq.read_metadata(f).num_rows for f in out.glob("part-*.parquet"))
+
+        wait_until(lambda: count() >= rows, what=f"{rows} sessions committed", seen=count)
+
+    first = Configuration(stream_settings(tmp_path))
+    graph = build(first).get_job_graph("sessions-inbox")
+    with MiniCluster(first, SparkTaskRuntime(first, given=spark)) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        cluster.job_client.submit_job_detached(graph).result(60)
+        for month in (1, 2):
+            arrive(flights_dir, inbox, month)
+        wait_for_rows(len(fired_through(2)))
+        savepoint = dispatcher.trigger_savepoint(graph.job_id, None, True).result(120)
+
+    second = Configuration(
+        stream_settings(
+            tmp_path, **{"parallelism.default": 3, "execution.savepoint.path": savepoint}
+        )
+    )
+    resumed = build(second).get_job_graph("sessions-inbox-resumed")
+    with MiniCluster(second, SparkTaskRuntime(second, given=spark)) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        cluster.job_client.submit_job_detached(resumed).result(60)
+        arrive(flights_dir, inbox, 3)
+        wait_for_rows(len(fired_through(3)))
+        statistics = dispatcher.request_checkpoint_statistics(resumed.job_id).result(30)
+        details = dispatcher.request_job_details(resumed.job_id).result(30)
+        dispatcher.cancel_job(resumed.job_id).result(30)
+
+    assert statistics.restored_from  # it restored the savepoint
+    assert [v.parallelism for v in details.vertices] == [3, 3]
+    assert_rows_equal(committed(out), fired_through(3), "tailnum")
