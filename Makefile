@@ -20,12 +20,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 data/flights/.complete: | $(STAMP)
 	$(BIN)/python scripts/export_flights.py data/flights
 
-data: data/flights/.complete
+data/weather/.complete: | $(STAMP)
+	$(BIN)/python scripts/export_flights.py data/weather weather
 
-demo: $(STAMP) data/flights/.complete
+data: data/flights/.complete data/weather/.complete
+
+demo: $(STAMP) data/flights/.complete data/weather/.complete
 	$(BIN)/millrace run examples/flight_delays.py
 
-test: $(STAMP) data/flights/.complete
+test: $(STAMP) data/flights/.complete data/weather/.complete
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-quick: $(STAMP)

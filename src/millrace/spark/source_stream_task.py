@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from millrace.api.connector.source import SourceBundle, SourceReader, SourceReaderContext
+from millrace.api.join_operators import RebalanceOperator
 from millrace.api.operators import (
     KeyedRecordsOperator,
     LocalKeyedAggregateOperator,
@@ -44,7 +45,7 @@ from millrace.runtime.io.partition_events import (
     Watermark,
     WatermarkStatus,
 )
-from millrace.spark.exchange import write_exchange_files
+from millrace.spark.exchange import write_exchange_files, write_rebalanced
 from millrace.spark.running_aggregation import keyed_exchange_frame
 from millrace.spark.side_outputs import DEAD_LETTERS, LATE, side_output_rows
 from millrace.spark.source_watermarks import SplitWatermarkTracker
@@ -320,6 +321,8 @@ class SourceStreamTask(SparkStreamTask):
             consumers = self.tdd.num_subpartitions
             out = keyed_exchange_frame(frame, tail, self.tdd.max_parallelism, consumers)
             self._exchange(self.collect(out), sequence, None)
+        elif isinstance(tail, RebalanceOperator):  # a union feeding sinks
+            env.metrics.records_out += write_rebalanced(self.collect(frame), env, sequence)
         elif self.sinks:
             env.metrics.records_out += self.write_sinks(self.collect(frame), sequence)
         else:

@@ -43,6 +43,7 @@ from millrace.runtime.io.partition_events import (
     PartitionEvent,
 )
 from millrace.spark.exchange import window_end_range_ms
+from millrace.spark.input_schemas import InputSchemas
 from millrace.spark.keyed_state_files import (
     read_key_groups,
     remove_file,
@@ -84,6 +85,7 @@ class WindowStreamTask(SparkStreamTask):
         if gate is None:
             raise PipelineError("a window task needs an input gate", env.task_name)
         self._op = op
+        self._input_schemas = InputSchemas(self.tdd.input_channels, env.task_name)
         self._files: list[DataBundle] = []
         self._fresh: set[str] = set()  # paths of files received since the last firing
         self._fired = MIN_WATERMARK
@@ -115,8 +117,9 @@ class WindowStreamTask(SparkStreamTask):
         gate.close()
 
     def _accept(self, events: list[tuple[int, PartitionEvent]]) -> None:
-        for _, event in events:
+        for channel, event in events:
             if isinstance(event, DataBundle):
+                self._input_schemas.check(channel, event.path)  # a union's inputs agree
                 self._files.append(event)
                 self._fresh.add(event.path)
                 self.environment.metrics.records_in += event.rows

@@ -83,11 +83,15 @@ class DistributionPattern(enum.Enum):
     """How a producer's records reach the consumer's subtasks.
 
     FORWARD: subtask i -> subtask i (equal parallelism). HASH: by key group of the key columns
-    (Flink's KeyGroupStreamPartitioner).
+    (Flink's KeyGroupStreamPartitioner). REBALANCE: producer subtask i -> consumer subtask
+    ``i % parallelism`` (a union feeding sinks; Flink's RebalancePartitioner, per bundle).
+    Whatever the pattern, every consumer subtask has a channel from every producer subtask
+    (watermarks and barriers reach all of them); the producer picks the data's target.
     """
 
     FORWARD = "FORWARD"
     HASH = "HASH"
+    REBALANCE = "REBALANCE"
 
 
 @dataclass(frozen=True)
@@ -99,12 +103,15 @@ class JobEdge:
         target: Consuming JobVertex id.
         pattern: Distribution pattern of the exchange.
         key_columns: Key columns for HASH (empty for FORWARD).
+        input_index: Which input of ``target`` the edge feeds (Flink's type number of a
+            two-input operator: 0 = first, 1 = second); the edges of a union share one.
     """
 
     source: JobVertexId
     target: JobVertexId
     pattern: DistributionPattern
     key_columns: tuple[str, ...] = ()
+    input_index: int = 0
 
 
 @dataclass

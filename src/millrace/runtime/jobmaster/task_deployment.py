@@ -38,7 +38,8 @@ def task_deployment_descriptor(
         assignment: The restored state to hand out, or None when the job starts empty.
 
     Returns:
-        A descriptor with one input channel per producer subtask (subpartition =
+        A descriptor with one input channel per producer subtask of every input edge, in
+        the edges' order, each tagged with its edge's input index (subpartition =
         ``subtask.subtask_index``) and, when the vertex has consumers, one output partition
         with one subpartition per consumer subtask.
     """
@@ -51,9 +52,10 @@ def task_deployment_descriptor(
             subtask.subtask_index,
             p.current_execution.task_manager,  # type: ignore[arg-type]  # deployed: not None
             p.subtask_index,
+            edge.input_index,
         )
-        for producer in graph.producers_of(vertex.vertex_id)
-        for p in producer.task_vertices
+        for edge in job_graph.inputs_of(vertex.vertex_id)
+        for p in graph.job_vertex(edge.source).task_vertices
     )
     restore = (
         assignment.tasks.get((vertex.vertex_id, subtask.subtask_index))
