@@ -27,7 +27,8 @@ from typing import Any
 from millrace.api.join_operators import IntervalJoinOperator
 from millrace.errors import PipelineError
 from millrace.runtime.io.partition_events import DataBundle
-from millrace.spark.two_input_stream_task import TwoInputStreamTask, remove_file
+from millrace.spark.keyed_state_files import remove_file
+from millrace.spark.two_input_stream_task import TwoInputStreamTask
 from millrace.spark.windowing import WINDOW_START
 
 __all__ = ["IntervalJoinStreamTask"]

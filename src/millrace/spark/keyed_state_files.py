@@ -21,7 +21,14 @@ from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, Ta
 from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.spark.windowing import KEY_GROUP
 
-__all__ = ["concat_tables", "read_key_groups", "remove_file", "write_local", "write_snapshot"]
+__all__ = [
+    "concat_tables",
+    "key_group_tables",
+    "read_key_groups",
+    "remove_file",
+    "write_local",
+    "write_snapshot",
+]
 
 
 def concat_tables(paths: list[str]) -> Any:
@@ -50,9 +57,11 @@ def write_snapshot(
     tdd: TaskDeploymentDescriptor,
     checkpoint_id: int,
     key_groups: KeyGroupRange,
+    part: str = "",
 ) -> tuple[KeyedStateHandle, ...]:
     """Write ``table`` (``pyarrow.Table`` or None) as the task's keyed state of
-    ``checkpoint_id`` under ``execution.checkpointing.dir`` (fsspec).
+    ``checkpoint_id`` under ``execution.checkpointing.dir`` (fsspec); ``part`` tells apart
+    several files of one task (e.g. ``-in0``, ``-in1`` of a two-input operator).
 
     Returns:
         One handle naming the file and ``key_groups``, or none for an empty table.
@@ -73,6 +82,8 @@ def write_snapshot(
         tdd.subtask_index,
         tdd.attempt_id,
     )
+    if part:
+        path = f"{path.removesuffix('.parquet')}{part}.parquet"
     fs, target = fsspec.core.url_to_fs(path)
     fs.makedirs(os.path.dirname(target), exist_ok=True)
     with fs.open(target, "wb") as f:
@@ -82,15 +93,14 @@ def write_snapshot(
     )
 
 
-def read_key_groups(snapshot: TaskStateSnapshot, key_groups: KeyGroupRange) -> Any:
-    """The rows of ``key_groups`` in the restored keyed state files (``pyarrow.Table``), or
-    None when there are none.
+def key_group_tables(snapshot: TaskStateSnapshot, key_groups: KeyGroupRange) -> list[Any]:
+    """The rows of ``key_groups`` in each restored keyed state file, one ``pyarrow.Table`` per
+    file that may hold some (its schema metadata kept).
 
     Raises:
         OSError: If a restored file cannot be read (the restore fails the task).
     """
     import fsspec
-    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -105,6 +115,19 @@ def read_key_groups(snapshot: TaskStateSnapshot, key_groups: KeyGroupRange) -> A
             pc.greater_equal(groups, key_groups.start), pc.less_equal(groups, key_groups.end)
         )
         tables.append(table.filter(mine))
+    return tables
+
+
+def read_key_groups(snapshot: TaskStateSnapshot, key_groups: KeyGroupRange) -> Any:
+    """The rows of ``key_groups`` in the restored keyed state files (``pyarrow.Table``), or
+    None when there are none.
+
+    Raises:
+        OSError: If a restored file cannot be read (the restore fails the task).
+    """
+    import pyarrow as pa
+
+    tables = key_group_tables(snapshot, key_groups)
     restored = pa.concat_tables(tables, promote_options="default") if tables else None
     return restored if restored is not None and restored.num_rows else None
 

@@ -17,15 +17,11 @@ state).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import time
 from typing import Any
 
-from millrace.config import CheckpointingOptions, ExecutionOptions
-from millrace.errors import CheckpointDeclinedError, PipelineError, TaskCancelledError
-from millrace.runtime.checkpoint.checkpoint_storage import task_state_path
+from millrace.config import ExecutionOptions
+from millrace.errors import PipelineError
 from millrace.runtime.checkpoint.key_groups import key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.io.partition_events import (
@@ -35,6 +31,7 @@ from millrace.runtime.io.partition_events import (
     PartitionEvent,
 )
 from millrace.spark.input_schemas import InputSchemas
+from millrace.spark.keyed_state_files import key_group_tables, remove_file, write_snapshot
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import KEY_GROUP, WINDOW_START
 
@@ -244,97 +241,43 @@ class TwoInputStreamTask(SparkStreamTask):
 
     def _checkpoint(self, barrier: CheckpointBarrier) -> None:
         """The barrier arrived on every channel of both inputs: write each input's live rows,
-        pre-commit the sinks, acknowledge (or decline and run on)."""
-        env = self.environment
-        started = time.perf_counter()
-        try:
-            handles = tuple(
+        pre-commit the sinks, acknowledge, or decline and run on (``acknowledge_keyed``)."""
+        self.acknowledge_keyed(
+            barrier,
+            lambda: tuple(
                 h for side in (0, 1) for h in self._snapshot_side(side, barrier.checkpoint_id)
-            )
-            sink_pending = self.pre_commit(barrier.checkpoint_id)
-        except TaskCancelledError:
-            raise
-        except Exception as error:
-            reason = (
-                error.reason
-                if isinstance(error, CheckpointDeclinedError)
-                else f"writing keyed state failed: {type(error).__name__}: {error}"
-            )
-            logger.warning(
-                "%s: declining checkpoint %d: %s", env.task_name, barrier.checkpoint_id, reason
-            )
-            env.checkpoint_responder.decline_checkpoint(barrier.checkpoint_id, reason)
-            return
-        snapshot = TaskStateSnapshot(
-            keyed_state=handles, sink_pending=sink_pending, watermark_ms=self.fired
-        )
-        env.checkpoint_responder.acknowledge_checkpoint(barrier.checkpoint_id, snapshot)
-        logger.info(
-            "%s: checkpoint %d: %d rows of state in %.3f s",
-            env.task_name,
-            barrier.checkpoint_id,
-            sum(h.rows for h in handles),
-            time.perf_counter() - started,
+            ),
+            self.fired,
         )
 
     def _snapshot_side(self, side: int, checkpoint_id: int) -> tuple[KeyedStateHandle, ...]:
-        import fsspec
-        import pyarrow.parquet as pq
-
         table = self._live_table(side)
         if table is None:
             return ()
-        path = (
-            task_state_path(
-                self.environment.configuration.get(CheckpointingOptions.CHECKPOINTS_DIR),
-                self.tdd.job_id,
-                checkpoint_id,
-                self.tdd.vertex_id,
-                self.tdd.subtask_index,
-                self.tdd.attempt_id,
-            ).removesuffix(".parquet")
-            + f"-in{side}.parquet"
-        )
-        table = table.replace_schema_metadata({INPUT_METADATA: str(side).encode()})
-        fs, target = fsspec.core.url_to_fs(path)
-        fs.makedirs(os.path.dirname(target), exist_ok=True)
-        with fs.open(target, "wb") as f:
-            pq.write_table(table, f)
-        return (
-            KeyedStateHandle(
-                path,
-                self._key_groups.start,
-                self._key_groups.end,
-                table.num_rows,
-                fs.size(target),
-            ),
+        return write_snapshot(
+            table.replace_schema_metadata({INPUT_METADATA: str(side).encode()}),
+            self.environment.configuration,
+            self.tdd,
+            checkpoint_id,
+            self._key_groups,
+            part=f"-in{side}",
         )
 
     def _restore(self, snapshot: TaskStateSnapshot) -> None:
         """Take the rows of this subtask's key groups from the restored files of each input."""
-        import fsspec
         import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         self.fired = snapshot.watermark_ms
         tables: dict[int, list[Any]] = {0: [], 1: []}
-        for handle in snapshot.keyed_state:
-            with fsspec.open(handle.path, "rb") as f:
-                table = pq.read_table(f)
+        for table in key_group_tables(snapshot, self._key_groups):
             side = int((table.schema.metadata or {}).get(INPUT_METADATA, b"-1"))
             if side not in tables:
                 raise PipelineError(
-                    f"state file {handle.path} is not a two-input operator's (no input in its "
+                    "a restored state file is not a two-input operator's (no input in its "
                     "metadata)",
                     self.environment.task_name,
                 )
-            groups = table.column(KEY_GROUP)
-            mine = pc.and_(
-                pc.greater_equal(groups, self._key_groups.start),
-                pc.less_equal(groups, self._key_groups.end),
-            )
-            tables[side].append(table.filter(mine).replace_schema_metadata(None))
+            tables[side].append(table.replace_schema_metadata(None))
         for side, parts in tables.items():
             restored = pa.concat_tables(parts, promote_options="default") if parts else None
             if restored is not None and restored.num_rows:
@@ -376,8 +319,3 @@ def joined_columns(
         taken.add(name)
         out.append(("r", c, name))
     return out
-
-
-def remove_file(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path)
