@@ -28,8 +28,6 @@ from typing import Any
 
 from millrace.api.operators import KeyedAggregateOperator
 from millrace.config import CheckpointingOptions, ExecutionOptions
-from millrace.errors import PipelineError
-from millrace.runtime.checkpoint.key_groups import key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.partition_events import CheckpointBarrier, DataBundle, PartitionEvent
 from millrace.spark.input_schemas import InputSchemas
@@ -57,17 +55,7 @@ class KeyedAggregateStreamTask(SparkStreamTask):
 
     def invoke(self) -> None:
         env = self.environment
-        op = self.operators[0]
-        if not isinstance(op, KeyedAggregateOperator):
-            raise PipelineError(
-                "a running-aggregate chain must start with a KeyedAggregateOperator",
-                env.task_name,
-            )
-        if not self.sinks:
-            raise PipelineError("a running-aggregate chain must end in a sink", env.task_name)
-        gate = env.input_gate
-        if gate is None:
-            raise PipelineError("a running-aggregate task needs an input gate", env.task_name)
+        op, gate = self.keyed_chain(KeyedAggregateOperator, "a running-aggregate chain")
         self._op = op
         self._input_schemas = InputSchemas(self.tdd.input_channels, env.task_name)
         self._gate = gate
@@ -75,10 +63,6 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         self._fresh: list[str] = []
         self._sequence = 0
         self._schema: Any = None
-        self._key_groups = key_group_range(
-            self.tdd.max_parallelism, self.tdd.parallelism, self.tdd.subtask_index
-        )
-        self._state_dir = env.working_dir / "state" / self.tdd.vertex_id / self.tdd.attempt_id
         conf = env.configuration
         self._emit_per_batch = not op.bounded and not conf.get(CheckpointingOptions.INTERVAL)
         if env.restore is not None:
@@ -152,7 +136,7 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         files.clear()
         if table.num_rows:
             name = f"{self.tdd.subtask_index:03d}-{self._sequence:06d}-compacted.parquet"
-            files.append(str(write_local(table, self._state_dir, name)))
+            files.append(str(write_local(table, self.state_dir, name)))
         self._sequence += 1
         for path in old:
             remove_file(path)
@@ -178,20 +162,20 @@ class KeyedAggregateStreamTask(SparkStreamTask):
                 self.environment.configuration,
                 self.tdd,
                 barrier.checkpoint_id,
-                self._key_groups,
+                self.key_groups,
             ),
             self._gate.watermark,
         )
 
     def _restore(self, snapshot: TaskStateSnapshot) -> None:
         """Take the rows of this subtask's key groups from the restored state, as settled."""
-        restored = read_key_groups(snapshot, self._key_groups)
+        restored = read_key_groups(snapshot, self.key_groups)
         if restored is not None:
-            self._settled.append(str(write_local(restored, self._state_dir, "restored.parquet")))
+            self._settled.append(str(write_local(restored, self.state_dir, "restored.parquet")))
         logger.info(
             "%s: restored %d rows of state (key groups %d-%d)",
             self.environment.task_name,
             0 if restored is None else restored.num_rows,
-            self._key_groups.start,
-            self._key_groups.end,
+            self.key_groups.start,
+            self.key_groups.end,
         )

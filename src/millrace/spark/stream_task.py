@@ -14,11 +14,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import astuple
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from millrace.api.operators import SinkOperator, TransformOperator
 from millrace.config import ExecutionOptions, RpcOptions
 from millrace.errors import CheckpointDeclinedError, PipelineError, TaskCancelledError
+from millrace.runtime.checkpoint.key_groups import KeyGroupRange, key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.io.partition_events import CheckpointBarrier
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
@@ -147,6 +150,34 @@ class SparkStreamTask(AbstractInvokable):
                     f"pre-commit of {sink.describe()} failed: {type(error).__name__}: {error}",
                 ) from error
         return staged
+
+    def keyed_chain(self, kind: type, what: str) -> tuple[Any, Any]:
+        """The first operator of a keyed chain (checked to be a ``kind``) and the input gate.
+
+        Raises:
+            PipelineError: If the chain starts with another operator, ends in no sink, or the
+                task has no input gate (``what`` names the chain in the message).
+        """
+        env = self.environment
+        op = self.operators[0]
+        if not isinstance(op, kind):
+            raise PipelineError(f"{what} must start with a {kind.__name__}", env.task_name)
+        if not self.sinks:
+            raise PipelineError(f"{what} must end in a sink", env.task_name)
+        if env.input_gate is None:
+            raise PipelineError(f"{what} needs an input gate", env.task_name)
+        return op, env.input_gate
+
+    @cached_property
+    def key_groups(self) -> KeyGroupRange:
+        """The key groups this subtask owns (Flink's computeKeyGroupRangeForOperatorIndex)."""
+        tdd = self.tdd
+        return key_group_range(tdd.max_parallelism, tdd.parallelism, tdd.subtask_index)
+
+    @cached_property
+    def state_dir(self) -> Path:
+        """Local directory of this attempt's keyed state files."""
+        return self.environment.working_dir / "state" / self.tdd.vertex_id / self.tdd.attempt_id
 
     def acknowledge_keyed(
         self,

@@ -22,7 +22,6 @@ from typing import Any
 
 from millrace.config import ExecutionOptions
 from millrace.errors import PipelineError
-from millrace.runtime.checkpoint.key_groups import key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.io.partition_events import (
     MIN_WATERMARK,
@@ -68,10 +67,6 @@ class TwoInputStreamTask(SparkStreamTask):
         self._inputs = [c.input_index for c in self.tdd.input_channels]
         self._schemas = InputSchemas(self.tdd.input_channels, env.task_name)
         self._keys_checked = False
-        self._key_groups = key_group_range(
-            self.tdd.max_parallelism, self.tdd.parallelism, self.tdd.subtask_index
-        )
-        self.state_dir = env.working_dir / "state" / self.tdd.vertex_id / self.tdd.attempt_id
         if env.restore is not None:
             self._restore(env.restore)
         poll_timeout = env.configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
@@ -259,7 +254,7 @@ class TwoInputStreamTask(SparkStreamTask):
             self.environment.configuration,
             self.tdd,
             checkpoint_id,
-            self._key_groups,
+            self.key_groups,
             part=f"-in{side}",
         )
 
@@ -269,7 +264,7 @@ class TwoInputStreamTask(SparkStreamTask):
 
         self.fired = snapshot.watermark_ms
         tables: dict[int, list[Any]] = {0: [], 1: []}
-        for table in key_group_tables(snapshot, self._key_groups):
+        for table in key_group_tables(snapshot, self.key_groups):
             side = int((table.schema.metadata or {}).get(INPUT_METADATA, b"-1"))
             if side not in tables:
                 raise PipelineError(
@@ -287,8 +282,8 @@ class TwoInputStreamTask(SparkStreamTask):
             "%s: restored %s rows of state (key groups %d-%d), watermark %d",
             self.environment.task_name,
             [sum(t.num_rows for t in parts) for parts in tables.values()],
-            self._key_groups.start,
-            self._key_groups.end,
+            self.key_groups.start,
+            self.key_groups.end,
             self.fired,
         )
 

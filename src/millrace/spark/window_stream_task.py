@@ -33,8 +33,6 @@ from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
 from millrace.config import ExecutionOptions
-from millrace.errors import PipelineError
-from millrace.runtime.checkpoint.key_groups import key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.partition_events import (
     MIN_WATERMARK,
@@ -74,16 +72,7 @@ class WindowStreamTask(SparkStreamTask):
 
     def invoke(self) -> None:
         env = self.environment
-        op = self.operators[0]
-        if not isinstance(op, WindowAggregateOperator):
-            raise PipelineError(
-                "a window chain must start with a WindowAggregateOperator", env.task_name
-            )
-        if not self.sinks:
-            raise PipelineError("a window chain must end in a sink", env.task_name)
-        gate = env.input_gate
-        if gate is None:
-            raise PipelineError("a window task needs an input gate", env.task_name)
+        op, gate = self.keyed_chain(WindowAggregateOperator, "a window chain")
         self._op = op
         self._input_schemas = InputSchemas(self.tdd.input_channels, env.task_name)
         self._files: list[DataBundle] = []
@@ -91,10 +80,6 @@ class WindowStreamTask(SparkStreamTask):
         self._fired = MIN_WATERMARK
         self._sequence = 0
         self._schema: Any = None  # schema of the exchange files, known after the first read
-        self._key_groups = key_group_range(
-            self.tdd.max_parallelism, self.tdd.parallelism, self.tdd.subtask_index
-        )
-        self._state_dir = env.working_dir / "state" / self.tdd.vertex_id / self.tdd.attempt_id
         if env.restore is not None:
             self._restore(env.restore)
         poll_timeout = env.configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
@@ -238,7 +223,7 @@ class WindowStreamTask(SparkStreamTask):
 
     def _local_state_file(self, table: Any, name: str) -> DataBundle:
         """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a local state file."""
-        path = write_local(table, self._state_dir, name)
+        path = write_local(table, self.state_dir, name)
         low, high = window_end_range_ms(table, self._op.window.size_ms)
         return DataBundle(str(path), table.num_rows, low, high)
 
@@ -259,7 +244,7 @@ class WindowStreamTask(SparkStreamTask):
                 self.environment.configuration,
                 self.tdd,
                 barrier.checkpoint_id,
-                self._key_groups,
+                self.key_groups,
             ),
             self._fired,
         )
@@ -292,7 +277,7 @@ class WindowStreamTask(SparkStreamTask):
         import pyarrow.compute as pc
 
         self._fired = snapshot.watermark_ms
-        restored = read_key_groups(snapshot, self._key_groups)
+        restored = read_key_groups(snapshot, self.key_groups)
         if restored is not None:
             fresh = None
             if FRESH in restored.column_names:
@@ -313,7 +298,7 @@ class WindowStreamTask(SparkStreamTask):
             "%s: restored %d rows of state (key groups %d-%d), fired watermark %d",
             self.environment.task_name,
             0 if restored is None else restored.num_rows,
-            self._key_groups.start,
-            self._key_groups.end,
+            self.key_groups.start,
+            self.key_groups.end,
             self._fired,
         )
