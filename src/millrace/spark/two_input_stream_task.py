@@ -29,8 +29,15 @@ from millrace.runtime.io.partition_events import (
     DataBundle,
     PartitionEvent,
 )
+from millrace.spark.exchange import window_end_range_ms
 from millrace.spark.input_schemas import InputSchemas
-from millrace.spark.keyed_state_files import key_group_tables, remove_file, write_snapshot
+from millrace.spark.keyed_state_files import (
+    concat_tables,
+    key_group_tables,
+    remove_file,
+    write_local,
+    write_snapshot,
+)
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import KEY_GROUP, WINDOW_START
 
@@ -193,20 +200,9 @@ class TwoInputStreamTask(SparkStreamTask):
 
     def local_state_file(self, table: Any, side: int, name: str) -> DataBundle:
         """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a local state file of ``side``."""
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        path = self.state_dir / f"in{side}-{name}"
-        pq.write_table(table, path)
-        bounds = pc.min_max(table.column(WINDOW_START))
-        size = self.window_size_ms
-        return DataBundle(
-            str(path),
-            table.num_rows,
-            bounds["min"].as_py() // 1000 + size,
-            bounds["max"].as_py() // 1000 + size,
-        )
+        path = write_local(table, self.state_dir, f"in{side}-{name}")
+        low, high = window_end_range_ms(table, self.window_size_ms)
+        return DataBundle(str(path), table.num_rows, low, high)
 
     def compact(self, side: int) -> None:
         """Merge the files of ``side`` into one, keeping their live rows (pyarrow, no Spark
@@ -221,14 +217,9 @@ class TwoInputStreamTask(SparkStreamTask):
             remove_file(f.path)
 
     def _live_table(self, side: int) -> Any:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        if not self.files[side]:
+        table = concat_tables([f.path for f in self.files[side]])
+        if table is None:
             return None
-        table = pa.concat_tables(
-            [pq.read_table(f.path) for f in self.files[side]], promote_options="default"
-        )
         table = self._live(side, table.replace_schema_metadata(None))
         return table if table.num_rows else None
 
