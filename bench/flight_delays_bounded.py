@@ -5,7 +5,8 @@ JVM, then ``--runs`` times alternately; the script prints the median wall time o
 ratio of each Millrace mode to the peer. Millrace runs the same job file
 (``examples/flight_delays.py``) in STREAMING and in BATCH mode (``execution.runtime-mode``); its
 time is ``env.execute`` (cluster start, scheduling, every Spark job, commit, cluster stop); the
-peer's is read -> filter -> groupBy(carrier, 1-day window) -> write Parquet.
+peer's is read -> filter -> groupBy(carrier, 1-day window) -> write Parquet. Shuffle
+partitions: the best setting of each (``bench/batch_contest.py``).
 
 Usage: ``.venv/bin/python bench/flight_delays_bounded.py [--runs 5] [--parallelism 2]``
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--input", default=str(ROOT / "data" / "flights"))
     args = parser.parse_args()
 
+    from batch_contest import compete, report  # bench/ is the script's directory
     from pyspark.sql import functions as F
 
     from millrace import Configuration, StreamExecutionEnvironment
@@ -44,7 +45,6 @@ def main() -> None:
         {
             "parallelism.default": args.parallelism,
             "io.tmp.dirs": str(work / "tmp"),
-            "spark.sql.shuffle.partitions": 2,
         }
     )
     started = time.perf_counter()
@@ -77,34 +77,18 @@ def main() -> None:
         )
         return time.perf_counter() - t0
 
-    contenders = {
+    millrace = {
         "millrace": lambda: millrace_run("STREAMING"),
         "millrace BATCH": lambda: millrace_run("BATCH"),
-        "spark batch": spark_batch_run,
     }
-    for run in contenders.values():
-        run()  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.runs):
-        for name, run in contenders.items():
-            times[name].append(run())
+    times = compete(spark, millrace, spark_batch_run, args.runs)
     stop_spark_session(spark)
     shutil.rmtree(work, ignore_errors=True)
-
-    medians = {name: statistics.median(values) for name, values in times.items()}
     print(
         f"flight delays, bounded, 336,776 events, parallelism {args.parallelism}, "
         f"{args.runs} runs after warm-up (Spark start {spark_start:.1f} s, not counted)"
     )
-    print(f"{'contender':<16}{'median s':>10}{'min s':>9}{'max s':>9}{'events/s':>11}")
-    for name, values in times.items():
-        print(
-            f"{name:<16}{medians[name]:>10.2f}{min(values):>9.2f}{max(values):>9.2f}"
-            f"{336_776 / medians[name]:>11,.0f}"
-        )
-    for name in ("millrace", "millrace BATCH"):
-        ratio = medians[name] / medians["spark batch"]
-        print(f"ratio {name} / spark batch (time): {ratio:.2f}x")
+    report(times, 336_776, "events")
 
 
 if __name__ == "__main__":

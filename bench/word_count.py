@@ -7,7 +7,8 @@ once to warm the JVM, then ``--runs`` times alternately; the script prints the m
 of each and the ratio Millrace / peer. Millrace's time is ``env.execute`` of
 ``examples/word_count.py`` (cluster start, scheduling, every Spark job, commit, cluster stop)
 in each runtime mode the build has; the peer's is read text -> split -> explode ->
-groupBy(word).count() -> write Parquet.
+groupBy(word).count() -> write Parquet. Shuffle partitions: the best setting of each
+(``bench/batch_contest.py``).
 
 Usage: ``.venv/bin/python bench/word_count.py [--runs 5] [--parallelism 2] [--megabytes 40]``
 """
@@ -20,7 +21,6 @@ import itertools
 import random
 import re
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=40)
     args = parser.parse_args()
 
+    from batch_contest import compete, report  # bench/ is the script's directory
     from pyspark.sql import functions as F
 
     from millrace import Configuration, StreamExecutionEnvironment
@@ -90,7 +91,6 @@ def main() -> None:
     settings = {
         "parallelism.default": args.parallelism,
         "io.tmp.dirs": str(work / "tmp"),
-        "spark.sql.shuffle.partitions": args.parallelism,
     }
     started = time.perf_counter()
     spark = create_spark_session(Configuration(settings), app_name="bench-word-count")
@@ -117,34 +117,17 @@ def main() -> None:
         )
         return time.perf_counter() - t0
 
-    contenders = {f"millrace {m.lower()}": (lambda m=m: millrace_run(m)) for m in runtime_modes()}
-    contenders["spark batch"] = spark_batch_run
-    for run in contenders.values():
-        run()  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.runs):
-        for name, run in contenders.items():
-            times[name].append(run())
+    millrace = {f"millrace {m.lower()}": (lambda m=m: millrace_run(m)) for m in runtime_modes()}
+    times = compete(spark, millrace, spark_batch_run, args.runs)
     counted = spark.read.parquet(str(work / "spark-out")).count()
     stop_spark_session(spark)
     shutil.rmtree(work, ignore_errors=True)
-
-    medians = {name: statistics.median(values) for name, values in times.items()}
     print(
         f"word count, {size / 1e6:.1f} MB of text ({counted:,} distinct words), parallelism "
         f"{args.parallelism}, {args.runs} runs after warm-up (Spark start {spark_start:.1f} s, "
         "not counted)"
     )
-    print(f"{'contender':<20}{'median s':>10}{'min s':>9}{'max s':>9}{'MB/s':>8}")
-    for name, values in times.items():
-        print(
-            f"{name:<20}{medians[name]:>10.2f}{min(values):>9.2f}{max(values):>9.2f}"
-            f"{size / 1e6 / medians[name]:>8.1f}"
-        )
-    for name in contenders:
-        if name != "spark batch":
-            ratio = medians[name] / medians["spark batch"]
-            print(f"ratio {name} / spark batch (time): {ratio:.2f}x")
+    report(times, size / 1e6, "MB")
 
 
 if __name__ == "__main__":

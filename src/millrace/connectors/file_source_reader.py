@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from millrace.api.connector.source import SourceBundle, SourceReaderContext
+from millrace.api.connector.source import WHOLE_INPUT, SourceBundle, SourceReaderContext
 from millrace.connectors.file_formats import CORRUPT_COLUMN, FileFormat
 from millrace.runtime.io.input_split import InputSplit, SplitState
 from millrace.spark.parquet_schema import parquet_spark_schema
@@ -18,6 +18,9 @@ class FileSourceReader:
 
     A bundle takes queued splits until their row counts (from statistics; unknown counts as a
     full bundle) reach ``max_records``; a split that would overflow waits for the next bundle.
+    With ``max_records`` = ``WHOLE_INPUT`` (BATCH mode) a bundle takes every queued split, so
+    that the files are read by one Spark scan (a union of one scan per file costs about 40%
+    more here, bench/word_count.py).
     A Parquet file's schema comes from its footer (``parquet_spark_schema``) or the first
     bundle's inference, and is reused, so later bundles skip schema inference.
 
@@ -37,6 +40,8 @@ class FileSourceReader:
         self._schema = None
 
     def _size(self, split: InputSplit) -> int:
+        if self._max_records == WHOLE_INPUT:
+            return 0  # one bundle of everything: sizes do not matter
         return split.rows if split.rows is not None else self._max_records
 
     def add_split(self, split: InputSplit, position: int) -> None:

@@ -47,7 +47,11 @@ class BatchKeyedAggregateTask(KeyedAggregateStreamTask):
             logger.info("%s: no input; no key to emit", env.task_name)
             return
         env.metrics.records_in += exchange_rows(paths)
-        result = emitted_rows(self.spark, op, [], paths, parquet_spark_schema(paths[0]))
+        # one partition: the input is this subtask's key groups, already partitioned; the
+        # aggregation then needs no shuffle (one Spark stage)
+        result = emitted_rows(
+            self.spark, op, [], paths, parquet_spark_schema(paths[0]), one_partition=True
+        )
         table = self.collect(self.apply_transforms(result, self.transforms))
         env.metrics.records_out += self.write_sinks(table, 0)
         env.metrics.bundles += 1

@@ -15,11 +15,10 @@ commit.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from dataclasses import replace
 
-from millrace.api.connector.source import SourceBundle
+from millrace.api.connector.source import WHOLE_INPUT, SourceBundle
 from millrace.runtime.io.partition_events import MAX_WATERMARK, EndOfPartition
 from millrace.spark.source_stream_task import SourceStreamTask
 
@@ -39,7 +38,7 @@ class BatchSourceTask(SourceStreamTask):
 
     def invoke(self) -> None:
         env = self.environment
-        self._open(sys.maxsize)  # no bundle limit: the whole input is one plan
+        self._open(WHOLE_INPUT)  # no bundle limit: the whole input is one plan
         try:
             self._fetch_share()
             bundle = self._whole_input()

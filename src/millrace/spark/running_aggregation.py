@@ -48,7 +48,13 @@ def keyed_exchange_frame(
 
 
 def emitted_rows(
-    spark: Any, op: KeyedAggregateOperator, settled: list[str], fresh: list[str], schema: Any
+    spark: Any,
+    op: KeyedAggregateOperator,
+    settled: list[str],
+    fresh: list[str],
+    schema: Any,
+    *,
+    one_partition: bool = False,
 ) -> Any:
     """The rows to emit: every key of ``fresh`` files with its aggregates over all state.
 
@@ -58,6 +64,9 @@ def emitted_rows(
         settled: State files whose keys were emitted already.
         fresh: State files received since the last emission (emit every key of them).
         schema: The state files' Spark schema (``StructType``), or None to infer it.
+        one_partition: Read the files as one partition, so that the aggregation is one Spark
+            stage with no shuffle (BATCH: the files are small partials of this subtask's key
+            groups, already partitioned by the exchange).
 
     Returns:
         A lazy DataFrame ``(keys..., aggregates...)``, one row per key with fresh rows.
@@ -66,7 +75,8 @@ def emitted_rows(
 
     def read(paths: list[str]) -> Any:
         reader = spark.read if schema is None else spark.read.schema(schema)
-        return reader.parquet(*paths)
+        frame = reader.parquet(*paths)
+        return frame.coalesce(1) if one_partition else frame
 
     aggregates = op.plan.final_columns() if op.plan.decomposable else list(op.plan.columns)
     if not settled:

@@ -43,6 +43,10 @@ _DEFAULTS = {
     "spark.sql.csv.parser.columnPruning.enabled": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
+    # PySpark's DataFrame debugging context records the Python call site of every column
+    # function in the JVM: four py4j round trips per call, about half of a subtask's plan
+    # building (~400 calls a bundle). Millrace's errors name the task and the transform instead.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 

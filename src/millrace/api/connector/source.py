@@ -15,6 +15,7 @@ out again starting at their positions; sources rewind (Kafka offsets, file rows)
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from millrace.runtime.io.input_split import InputSplit, SplitState
 from millrace.runtime.source.split_enumerator import Boundedness, SplitEnumerator
 
 __all__ = [
+    "WHOLE_INPUT",
     "Boundedness",
     "Source",
     "SourceBundle",
@@ -32,6 +34,12 @@ __all__ = [
 ]
 
 
+WHOLE_INPUT = sys.maxsize
+"""``max_records`` of a reader in BATCH mode: no bundle limit. A reader then puts every split
+it holds into one bundle, splits of unknown size included (one Spark scan, not a union of one
+scan per split)."""
+
+
 @dataclass(frozen=True)
 class SourceReaderContext:
     """What a reader knows of the task running it.
@@ -39,7 +47,8 @@ class SourceReaderContext:
     Attributes:
         subtask_index: The source subtask, 0-based.
         parallelism: The source's parallelism.
-        max_records: Largest bundle, in records (``execution.bundle.max-records``).
+        max_records: Largest bundle, in records (``execution.bundle.max-records``), or
+            ``WHOLE_INPUT`` (BATCH mode: every assigned split in one bundle).
         max_delay: Longest wait to fill a bundle of an unbounded source, seconds
             (``execution.bundle.max-delay``): a bundle closes at ``max_records`` or after this.
         configuration: The job's configuration.
