@@ -8,7 +8,8 @@ time is ``env.execute`` (cluster start, scheduling, every Spark job, commit, clu
 peer's is read -> filter -> groupBy(carrier, 1-day window) -> write Parquet. Shuffle
 partitions: the best setting of each (``bench/batch_contest.py``).
 
-Usage: ``.venv/bin/python bench/flight_delays_bounded.py [--runs 5] [--parallelism 2]``
+Usage: ``.venv/bin/python bench/flight_delays_bounded.py [--runs 5] [--parallelism 2] [--scale 1]``
+(``--scale N`` reads each monthly file N times, to see the ratio once fixed costs amortize).
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--input", default=str(ROOT / "data" / "flights"))
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="read every input file this many times (symlinked copies): fixed costs amortize",
+    )
     args = parser.parse_args()
 
     from batch_contest import compete, report  # bench/ is the script's directory
@@ -41,6 +48,14 @@ def main() -> None:
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     work = Path(tempfile.mkdtemp(prefix="millrace-bench-"))
+    events = 336_776 * args.scale
+    if args.scale > 1:
+        copies = work / "input"
+        copies.mkdir()
+        for original in sorted(Path(args.input).glob("*.parquet")):
+            for copy in range(args.scale):
+                (copies / f"{original.stem}-{copy:03d}.parquet").symlink_to(original)
+        args.input = str(copies)
     conf = Configuration(
         {
             "parallelism.default": args.parallelism,
@@ -85,10 +100,10 @@ def main() -> None:
     stop_spark_session(spark)
     shutil.rmtree(work, ignore_errors=True)
     print(
-        f"flight delays, bounded, 336,776 events, parallelism {args.parallelism}, "
+        f"flight delays, bounded, {events:,} events, parallelism {args.parallelism}, "
         f"{args.runs} runs after warm-up (Spark start {spark_start:.1f} s, not counted)"
     )
-    report(times, 336_776, "events")
+    report(times, events, "events")
 
 
 if __name__ == "__main__":
