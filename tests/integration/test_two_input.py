@@ -17,7 +17,12 @@ from pyspark.sql import functions as F
 
 from millrace import Configuration, FileSource, ParquetSink, StreamExecutionEnvironment, tumbling
 from millrace.errors import JobExecutionError
-from tests.integration.helpers import load_example
+from tests.integration.helpers import (
+    JOIN_ORDER,
+    assert_rows_equal,
+    expected_flights_weather,
+    load_example,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -63,12 +68,6 @@ def committed(directory: Path, order: list[str]) -> pd.DataFrame:
     assert files, f"no committed output under {directory}"
     frame = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
     return frame.sort_values(order, ignore_index=True)
-
-
-def assert_rows_equal(actual: pd.DataFrame, expected: pd.DataFrame, order: list[str]) -> None:
-    expected = expected.sort_values(order, ignore_index=True)
-    assert list(actual.columns) == list(expected.columns)
-    pd.testing.assert_frame_equal(actual, expected[actual.columns], check_dtype=False)
 
 
 MODES = [(p, mode) for mode in ("STREAMING", "BATCH") for p in (1, 2, 3)]
@@ -145,21 +144,6 @@ def test_a_union_of_two_schemas_fails_with_both(spark, shuffled, tmp_path):
 
 
 # Window join ------------------------------------------------------------------------------------
-
-
-def expected_flights_weather(flights_dir: Path, weather_dir: Path) -> pd.DataFrame:
-    f = read_dir(flights_dir)[list(flights_weather.FLIGHT_COLUMNS)]
-    w = read_dir(weather_dir)[list(flights_weather.WEATHER_COLUMNS)]
-    w = w.assign(time_hour_right=w["time_hour"], window_start=w["time_hour"].dt.floor("h"))
-    f = f.assign(window_start=f["time_hour"].dt.floor("h"))
-    out = f.merge(w.drop(columns="time_hour"), on=["origin", "window_start"])
-    out["window_end"] = out["window_start"] + pd.Timedelta(hours=1)
-    columns = [*flights_weather.FLIGHT_COLUMNS, "time_hour_right"]
-    columns += [c for c in flights_weather.WEATHER_COLUMNS if c not in ("origin", "time_hour")]
-    return out[[*columns, "window_start", "window_end"]]
-
-
-JOIN_ORDER = ["time_hour", "carrier", "flight", "origin", "tailnum"]
 
 
 @pytest.mark.parametrize(("parallelism", "mode"), MODES)
