@@ -35,6 +35,9 @@ def blocking_channel_files(working_dir: Path, tdd: TaskDeploymentDescriptor) -> 
     Raises:
         PipelineError: If a producer attempt has no directory in the store (it did not finish
             here, or the store was cleaned).
+
+    Threading:
+        Any thread (lists files; reads none).
     """
     exchange = working_dir / "exchange"
     per_channel: list[list[str]] = []

@@ -58,6 +58,9 @@ class ForwardStreamTask(SparkStreamTask):
 
         Raises:
             PipelineError: If the file's schema differs from its input's first file.
+
+        Threading:
+            The task thread.
         """
         import pyarrow.parquet as pq
 

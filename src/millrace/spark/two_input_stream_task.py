@@ -89,6 +89,9 @@ class TwoInputStreamTask(SparkStreamTask):
 
         Raises:
             PipelineError: If the chain has no sink or does not start with its join operator.
+
+        Threading:
+            The task thread.
         """
         env = self.environment
         if not self.sinks:
@@ -111,6 +114,9 @@ class TwoInputStreamTask(SparkStreamTask):
         Raises:
             PipelineError: If the file's schema differs from its input's first file, a key
                 column is missing, or the keys of the two inputs have different types.
+
+        Threading:
+            The task thread.
         """
         self._schemas.check(channel, path)
         self._check_keys()
@@ -142,6 +148,9 @@ class TwoInputStreamTask(SparkStreamTask):
 
         Schema:
             The subclass's output schema, one row per matching pair.
+
+        Threading:
+            The task thread (builds a plan; runs no Spark job).
         """
         raise NotImplementedError
 
