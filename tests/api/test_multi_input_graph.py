@@ -6,14 +6,20 @@ from __future__ import annotations
 import pytest
 
 from millrace import Configuration, FileSource, ParquetSink, StreamExecutionEnvironment, tumbling
-from millrace.api.job_graph_generator import SOURCE_TASK, WINDOW_TASK
+from millrace.api.job_graph_generator import (
+    BATCH_TASKS,
+    FORWARD_TASK,
+    INTERVAL_JOIN_TASK,
+    SOURCE_TASK,
+    WINDOW_JOIN_TASK,
+    WINDOW_TASK,
+)
 from millrace.api.join_operators import (
     INTERVAL_ASSIGNER,
     IntervalJoinOperator,
     RebalanceOperator,
     WindowJoinOperator,
 )
-from millrace.api.multi_input_graph import FORWARD_TASK, INTERVAL_JOIN_TASK, WINDOW_JOIN_TASK
 from millrace.api.operators import (
     LocalWindowAggregateOperator,
     SinkOperator,
@@ -200,11 +206,41 @@ def test_a_window_join_refuses_session_windows(env) -> None:
         a.join(b).where("k").equal_to("k").window(session("1 h"))
 
 
-def test_joins_and_unions_into_sinks_are_refused_in_batch_mode_before_anything_starts(
-    env,
-) -> None:
-    env.set_runtime_mode("BATCH")
+BATCH_JOIN_TASKS = {
+    "window join": "millrace.spark.batch_two_input_task:BatchWindowJoinTask",
+    "interval join": "millrace.spark.batch_two_input_task:BatchIntervalJoinTask",
+    "union into a sink": "millrace.spark.batch_forward_task:BatchForwardTask",
+}
+
+
+def two_input_pipeline(env, kind: str) -> None:
     a, b = source(env, "a"), source(env, "b")
-    a.join(b).where("k").equal_to("k").window(tumbling("1 h")).sink_to(ParquetSink("out"))
-    with pytest.raises(PipelineError, match="cannot run in BATCH mode yet"):
+    if kind == "window join":
+        a.join(b).where("k").equal_to("k").window(tumbling("1 h")).sink_to(ParquetSink("out"))
+    elif kind == "interval join":
+        a.key_by("k").interval_join(b.key_by("k")).between("-1 h", "0 h").sink_to(
+            ParquetSink("out")
+        )
+    else:
+        a.union(b).sink_to(ParquetSink("out"))
+
+
+@pytest.mark.parametrize("kind", list(BATCH_JOIN_TASKS))
+def test_joins_and_unions_into_sinks_run_their_batch_tasks_in_batch_mode(env, kind) -> None:
+    env.set_runtime_mode("BATCH")
+    two_input_pipeline(env, kind)
+    graph = env.get_job_graph("job")
+
+    *sources, consumer = graph.vertices
+    assert [v.invokable for v in sources] == [BATCH_TASKS[SOURCE_TASK]] * 2
+    assert consumer.invokable == BATCH_JOIN_TASKS[kind]
+
+
+def test_a_task_without_a_batch_form_is_refused_in_batch_mode_before_anything_starts(
+    env, monkeypatch
+) -> None:
+    monkeypatch.delitem(BATCH_TASKS, WINDOW_JOIN_TASK)
+    env.set_runtime_mode("BATCH")
+    two_input_pipeline(env, "window join")
+    with pytest.raises(PipelineError, match="cannot run in BATCH mode yet: set execution"):
         env.get_job_graph("job")

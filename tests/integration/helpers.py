@@ -78,6 +78,32 @@ def assert_same_result(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
     assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
 
 
+JOIN_ORDER = ["time_hour", "carrier", "flight", "origin", "tailnum"]
+"""Columns that order the rows of the flights-weather join (one row per flight)."""
+
+
+def expected_flights_weather(flights_dir: Path, weather_dir: Path) -> pd.DataFrame:
+    """``examples/flights_weather.py`` in pandas: each flight with the weather of its origin
+    in its hour (1-hour tumbling windows), with the example's columns."""
+    example = load_example("flights_weather")
+    f = read_flights(flights_dir)[list(example.FLIGHT_COLUMNS)]
+    w = read_flights(weather_dir)[list(example.WEATHER_COLUMNS)]
+    w = w.assign(time_hour_right=w["time_hour"], window_start=w["time_hour"].dt.floor("h"))
+    f = f.assign(window_start=f["time_hour"].dt.floor("h"))
+    out = f.merge(w.drop(columns="time_hour"), on=["origin", "window_start"])
+    out["window_end"] = out["window_start"] + pd.Timedelta(hours=1)
+    columns = [*example.FLIGHT_COLUMNS, "time_hour_right"]
+    columns += [c for c in example.WEATHER_COLUMNS if c not in ("origin", "time_hour")]
+    return out[[*columns, "window_start", "window_end"]]
+
+
+def assert_rows_equal(actual: pd.DataFrame, expected: pd.DataFrame, order: list[str]) -> None:
+    """``actual`` (sorted by ``order``) has ``expected``'s rows and columns, in that order."""
+    expected = expected.sort_values(order, ignore_index=True)
+    assert list(actual.columns) == list(expected.columns)
+    pd.testing.assert_frame_equal(actual, expected[actual.columns], check_dtype=False)
+
+
 @dataclass(frozen=True)
 class CliResult:
     """Outcome of one ``millrace`` process.

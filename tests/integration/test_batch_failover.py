@@ -1,11 +1,13 @@
-"""Region failover in BATCH mode: a TaskManager killed while the keyed stage runs. Only the lost
-window subtask runs again, from the blocking exchange files its producers left in the exchange
-store; the sources do not run again; the output equals pandas row for row."""
+"""Region failover in BATCH mode: a TaskManager killed while the keyed stage runs (a window, a
+window join). Only the lost keyed subtask runs again, from the blocking exchange files its
+producers left in the exchange store; the sources do not run again; the output equals pandas
+row for row."""
 
 from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -24,8 +26,11 @@ from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import crash_task_executor
 from tests.integration.helpers import (
+    JOIN_ORDER,
+    assert_rows_equal,
     assert_same_result,
     expected_flight_delays,
+    expected_flights_weather,
     load_example,
     read_flights,
     read_output,
@@ -36,6 +41,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 WAIT = 180.0
 flight_delays = load_example("flight_delays")
+flights_weather = load_example("flights_weather")
 
 
 def slowly(frame):
@@ -51,20 +57,60 @@ def slowly(frame):
     return frame.withColumn("flights", F.udf(same, "long")(F.col("flights")))
 
 
-def window_task_executor(cluster: MiniCluster) -> TaskExecutor | None:
-    """A TaskExecutor running a window subtask now, if any."""
+def pausing(frame):
+    """The join's output unchanged, after a pause of 3 s per Spark partition (``mapInArrow``):
+    a keyed stage that runs for seconds, long enough to lose its TaskManager in the middle,
+    whatever the number of rows."""
+
+    def pause(batches):
+        import time as _time
+
+        _time.sleep(3.0)
+        yield from batches
+
+    return frame.mapInArrow(pause, frame.schema)
+
+
+def running_task_executor(cluster: MiniCluster, prefix: str) -> TaskExecutor | None:
+    """A TaskExecutor running a subtask whose name starts with ``prefix`` now, if any."""
     for te in cluster.task_executors:
         for task in list(te._tasks.values()):
             running = task.state is ExecutionState.RUNNING
-            if task.tdd.task_name.startswith("TumblingEventTimeWindows") and running:
+            if task.tdd.task_name.startswith(prefix) and running:
                 return te
     return None
 
 
-def test_a_lost_task_manager_reruns_only_the_keyed_subtask_it_ran(
-    spark, flights_dir, tmp_path, caplog
-) -> None:
-    conf = Configuration(
+def run_losing_a_task_manager(
+    spark, conf: Configuration, env: StreamExecutionEnvironment, prefix: str, caplog
+) -> tuple[JobResultSuccess, list[str]]:
+    """Run ``env``'s job on a MiniCluster and kill -9 the TaskManager of the first subtask
+    named ``prefix...`` seen running, half a second into it; returns the job's (successful)
+    result and the messages it logged."""
+    graph = env.get_job_graph("batch-region-failover")
+    with (
+        caplog.at_level(logging.INFO, logger="millrace"),
+        MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster,
+    ):
+        waiting = cluster.job_client.submit_job_wait(graph)
+        victim = None
+
+        def keyed_stage_running() -> bool:
+            nonlocal victim
+            victim = running_task_executor(cluster, prefix)
+            return victim is not None or waiting.done()
+
+        wait_until(keyed_stage_running, what=f"a {prefix} subtask running", timeout=WAIT)
+        assert victim is not None and not waiting.done(), "the job ended before the crash"
+        time.sleep(0.5)  # into its Spark job
+        crash_task_executor(victim)
+        result = result_within(waiting, WAIT, what="the job's result after the crash")
+    assert isinstance(result, JobResultSuccess), result
+    return result, [r.getMessage() for r in caplog.records]
+
+
+def batch_failover_configuration(tmp_path) -> Configuration:
+    return Configuration(
         {
             "execution.runtime-mode": "BATCH",
             "parallelism.default": 2,
@@ -79,6 +125,25 @@ def test_a_lost_task_manager_reruns_only_the_keyed_subtask_it_ran(
             "restart-strategy.fixed-delay.delay": "100 ms",
         }
     )
+
+
+def assert_region_failover(
+    logs: list[str], result: JobResultSuccess, sources: int, out: Path
+) -> None:
+    """Only the lost keyed subtask ran again: ``sources`` source subtasks ran once each, no
+    global restart; nothing the lost attempt staged in the sink directory ``out`` is left."""
+    assert not (out / ".pending").exists(), "the lost attempt's staged output stays"
+    source_runs = [m for m in logs if "splits as one Spark job" in m]
+    assert len(source_runs) == sources, f"the sources ran again: {source_runs}"
+    assert any("region failover" in m for m in logs)
+    assert not any("restart 1" in m for m in logs), "a global restart happened"
+    assert result.details.restarts >= 1
+
+
+def test_a_lost_task_manager_reruns_only_the_keyed_subtask_it_ran(
+    spark, flights_dir, tmp_path, caplog
+) -> None:
+    conf = batch_failover_configuration(tmp_path)
     env = StreamExecutionEnvironment(conf, spark)
     (
         env.from_source(
@@ -94,36 +159,41 @@ def test_a_lost_task_manager_reruns_only_the_keyed_subtask_it_ran(
         .transform(slowly, name="slowly")
         .sink_to(ParquetSink(str(tmp_path / "out")))
     )
-    graph = env.get_job_graph("batch-region-failover")
-    with (
-        caplog.at_level(logging.INFO, logger="millrace"),
-        MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster,
-    ):
-        waiting = cluster.job_client.submit_job_wait(graph)
-        victim = None
+    result, logs = run_losing_a_task_manager(spark, conf, env, "TumblingEventTimeWindows", caplog)
 
-        def keyed_stage_running() -> bool:
-            nonlocal victim
-            victim = window_task_executor(cluster)
-            return victim is not None or waiting.done()
-
-        wait_until(keyed_stage_running, what="a window subtask running", timeout=WAIT)
-        assert victim is not None and not waiting.done(), "the job ended before the crash"
-        time.sleep(0.5)  # into its Spark job
-        crash_task_executor(victim)
-        result = result_within(waiting, WAIT, what="the job's result after the crash")
-
-    assert isinstance(result, JobResultSuccess), result
     assert_same_result(
         read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
     )
-    assert not (tmp_path / "out" / ".pending").exists(), "the lost attempt's staged output stays"
-    logs = [r.getMessage() for r in caplog.records]
-    source_runs = [m for m in logs if "splits as one Spark job" in m]
-    assert len(source_runs) == 2, f"the sources ran again: {source_runs}"
-    assert any("region failover" in m for m in logs)
-    assert not any("restart 1" in m for m in logs), "a global restart happened"
-    assert result.details.restarts >= 1
+    assert_region_failover(logs, result, sources=2, out=tmp_path / "out")
     source, window = result.accumulators.values()
     assert source.records_in == 336_776 and source.bundles == 2
     assert window.bundles == 2  # the final attempts: one firing each
+
+
+def test_a_lost_task_manager_reruns_only_the_join_subtask_it_ran(
+    spark, flights_dir, weather_dir, tmp_path, caplog
+) -> None:
+    conf = batch_failover_configuration(tmp_path)
+    env = StreamExecutionEnvironment(conf, spark)
+    flights = env.from_source(
+        FileSource.parquet(str(flights_dir)), event_time="time_hour", name="flights"
+    ).transform(lambda df: df.select(*flights_weather.FLIGHT_COLUMNS), name="flight columns")
+    weather = env.from_source(
+        FileSource.parquet(str(weather_dir)), event_time="time_hour", name="weather"
+    ).transform(lambda df: df.select(*flights_weather.WEATHER_COLUMNS), name="weather columns")
+    (
+        flights.join(weather)
+        .where("origin")
+        .equal_to("origin")
+        .window(tumbling("1 h"))
+        .transform(pausing, name="pausing")
+        .sink_to(ParquetSink(str(tmp_path / "out")))
+    )
+    result, logs = run_losing_a_task_manager(spark, conf, env, "WindowJoin(", caplog)
+
+    expected = expected_flights_weather(flights_dir, weather_dir)
+    assert_rows_equal(read_output(tmp_path / "out", tuple(JOIN_ORDER)), expected, JOIN_ORDER)
+    assert_region_failover(logs, result, sources=4, out=tmp_path / "out")
+    *_, join = result.accumulators.values()
+    assert join.bundles == 2  # the final attempts: one join each
+    assert join.records_out == len(expected)

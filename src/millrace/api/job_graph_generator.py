@@ -55,8 +55,11 @@ if TYPE_CHECKING:  # imported when needed: it imports pyspark
 
 __all__ = [
     "BATCH_TASKS",
+    "FORWARD_TASK",
+    "INTERVAL_JOIN_TASK",
     "KEYED_AGGREGATE_TASK",
     "SOURCE_TASK",
+    "WINDOW_JOIN_TASK",
     "WINDOW_TASK",
     "generate_job_graph",
 ]
@@ -64,12 +67,19 @@ __all__ = [
 SOURCE_TASK = "millrace.spark.source_stream_task:SourceStreamTask"
 WINDOW_TASK = "millrace.spark.window_stream_task:WindowStreamTask"
 KEYED_AGGREGATE_TASK = "millrace.spark.keyed_aggregate_stream_task:KeyedAggregateStreamTask"
+FORWARD_TASK = "millrace.spark.forward_stream_task:ForwardStreamTask"
+WINDOW_JOIN_TASK = "millrace.spark.window_join_stream_task:WindowJoinStreamTask"
+INTERVAL_JOIN_TASK = "millrace.spark.interval_join_stream_task:IntervalJoinStreamTask"
 BATCH_TASKS = {
     SOURCE_TASK: "millrace.spark.batch_source_task:BatchSourceTask",
     WINDOW_TASK: "millrace.spark.batch_window_task:BatchWindowTask",
     KEYED_AGGREGATE_TASK: "millrace.spark.batch_keyed_aggregate_task:BatchKeyedAggregateTask",
+    FORWARD_TASK: "millrace.spark.batch_forward_task:BatchForwardTask",
+    WINDOW_JOIN_TASK: "millrace.spark.batch_two_input_task:BatchWindowJoinTask",
+    INTERVAL_JOIN_TASK: "millrace.spark.batch_two_input_task:BatchIntervalJoinTask",
 }
-"""The task each streaming task becomes in BATCH mode (``execution.runtime-mode``)."""
+"""The task each streaming task becomes in BATCH mode (``execution.runtime-mode``); a vertex
+whose task has no entry is refused in BATCH mode (``PipelineError``)."""
 
 
 def generate_job_graph(
@@ -132,7 +142,7 @@ def generate_job_graph(
         for vertex in vertices:
             if vertex.invokable not in BATCH_TASKS:
                 raise PipelineError(
-                    f"{vertex.name!r} cannot run in BATCH mode yet: set "
+                    f"{vertex.name!r} ({vertex.invokable}) cannot run in BATCH mode yet: set "
                     "execution.runtime-mode=STREAMING"
                 )
             vertex.invokable = BATCH_TASKS[vertex.invokable]

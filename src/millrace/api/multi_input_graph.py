@@ -21,7 +21,10 @@ windows, running aggregates and joins before a union or join are refused.
 from __future__ import annotations
 
 from millrace.api.job_graph_generator import (
+    FORWARD_TASK,
+    INTERVAL_JOIN_TASK,
     SOURCE_TASK,
+    WINDOW_JOIN_TASK,
     build_vertices,
     check_parallelism,
     finish_vertex,
@@ -50,16 +53,7 @@ from millrace.api.transformations import (
 from millrace.errors import PipelineError
 from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobVertex
 
-__all__ = [
-    "FORWARD_TASK",
-    "INTERVAL_JOIN_TASK",
-    "WINDOW_JOIN_TASK",
-    "build_multi_input_vertices",
-]
-
-FORWARD_TASK = "millrace.spark.forward_stream_task:ForwardStreamTask"
-WINDOW_JOIN_TASK = "millrace.spark.window_join_stream_task:WindowJoinStreamTask"
-INTERVAL_JOIN_TASK = "millrace.spark.interval_join_stream_task:IntervalJoinStreamTask"
+__all__ = ["build_multi_input_vertices"]
 
 
 def build_multi_input_vertices(

@@ -15,12 +15,18 @@ from pathlib import Path
 from millrace.errors import PipelineError
 from millrace.runtime.deployment import TaskDeploymentDescriptor
 
-__all__ = ["blocking_input_files", "exchange_rows"]
+__all__ = ["blocking_channel_files", "blocking_input_files", "exchange_rows"]
 
 
 def blocking_input_files(working_dir: Path, tdd: TaskDeploymentDescriptor) -> list[str]:
     """The exchange files the producer attempts of ``tdd``'s input channels wrote for its
-    subtask, sorted.
+    subtask, of every channel, sorted (arguments and errors: ``blocking_channel_files``)."""
+    return sorted(p for files in blocking_channel_files(working_dir, tdd) for p in files)
+
+
+def blocking_channel_files(working_dir: Path, tdd: TaskDeploymentDescriptor) -> list[list[str]]:
+    """The exchange files written for ``tdd``'s subtask, per input channel (in the order of
+    ``tdd.input_channels``, so ``input_index`` tells each list's input), each list sorted.
 
     Args:
         working_dir: The job's directory in the exchange store.
@@ -29,9 +35,12 @@ def blocking_input_files(working_dir: Path, tdd: TaskDeploymentDescriptor) -> li
     Raises:
         PipelineError: If a producer attempt has no directory in the store (it did not finish
             here, or the store was cleaned).
+
+    Threading:
+        Any thread (lists files; reads none).
     """
     exchange = working_dir / "exchange"
-    files: list[str] = []
+    per_channel: list[list[str]] = []
     for channel in tdd.input_channels:
         directories = list(exchange.glob(f"*/{channel.partition_id}"))
         if not directories:
@@ -40,9 +49,13 @@ def blocking_input_files(working_dir: Path, tdd: TaskDeploymentDescriptor) -> li
                 f"{channel.partition_id}",
                 tdd.task_name,
             )
-        for directory in directories:
-            files += [str(p) for p in directory.glob(f"*-to{tdd.subtask_index:03d}.parquet")]
-    return sorted(files)
+        files = [
+            str(p)
+            for directory in directories
+            for p in directory.glob(f"*-to{tdd.subtask_index:03d}.parquet")
+        ]
+        per_channel.append(sorted(files))
+    return per_channel
 
 
 def exchange_rows(paths: list[str]) -> int:

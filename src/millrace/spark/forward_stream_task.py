@@ -32,8 +32,6 @@ class ForwardStreamTask(SparkStreamTask):
     """
 
     def invoke(self) -> None:
-        import pyarrow.parquet as pq
-
         env = self.environment
         gate = env.input_gate
         if gate is None or not self.sinks:
@@ -45,11 +43,7 @@ class ForwardStreamTask(SparkStreamTask):
             env.check_cancelled()
             for channel, event in gate.poll_next(poll_timeout):
                 if isinstance(event, DataBundle):
-                    schemas.check(channel, event.path)
-                    table = pq.read_table(event.path)
-                    env.metrics.records_in += table.num_rows
-                    env.metrics.records_out += self.write_sinks(table, sequence)
-                    env.metrics.bundles += 1
+                    self.forward_file(schemas, channel, event.path, sequence)
                     sequence += 1
                 elif isinstance(event, CheckpointBarrier):
                     self._checkpoint(event)
@@ -57,6 +51,27 @@ class ForwardStreamTask(SparkStreamTask):
             self.report_progress()
         self.report_clock(gate.watermark, force=True)
         gate.close()
+
+    def forward_file(self, schemas: InputSchemas, channel: int, path: str, sequence: int) -> int:
+        """Stage the exchange file ``path``, arrived on ``channel``, in every sink (pyarrow,
+        no Spark job) as the subtask's ``sequence``-th part; returns its rows.
+
+        Raises:
+            PipelineError: If the file's schema differs from its input's first file.
+
+        Threading:
+            The task thread.
+        """
+        import pyarrow.parquet as pq
+
+        env = self.environment
+        schemas.check(channel, path)
+        table = pq.read_table(path)
+        env.metrics.records_in += table.num_rows
+        rows = int(self.write_sinks(table, sequence))
+        env.metrics.records_out += rows
+        env.metrics.bundles += 1
+        return rows
 
     def _checkpoint(self, barrier: CheckpointBarrier) -> None:
         """Pre-commit the sinks and acknowledge (decline if a pre-commit failed)."""

@@ -48,7 +48,7 @@ class IntervalJoinStreamTask(TwoInputStreamTask):
         ``invoke`` on the task thread.
     """
 
-    def invoke(self) -> None:
+    def _open(self) -> None:
         op = self.operators[0]
         if not isinstance(op, IntervalJoinOperator):
             raise PipelineError(
@@ -57,7 +57,18 @@ class IntervalJoinStreamTask(TwoInputStreamTask):
             )
         self.interval = op
         self.new: tuple[list[DataBundle], list[DataBundle]] = ([], [])
-        super().invoke()
+
+    def pairs(self, left: Any, right: Any, condition: Any = None) -> Any:
+        """Pairs ``(a, b)`` with equal keys and ``a.ts + lower <= b.ts <= a.ts + upper``
+        (inclusive; ``__ws`` is the event time in microseconds), lazy."""
+        from pyspark.sql import functions as F
+
+        op = self.interval
+        a, b = F.col(f"l.{WINDOW_START}"), F.col(f"r.{WINDOW_START}")
+        on = b.between(a + F.lit(op.lower_ms * 1000), a + F.lit(op.upper_ms * 1000))
+        if condition is not None:
+            on = on & condition
+        return self.joined(left, right, on).select(*self.output_columns())
 
     def _on_bundle(self, side: int, bundle: DataBundle) -> None:
         self.new[side].append(bundle)
@@ -91,7 +102,7 @@ class IntervalJoinStreamTask(TwoInputStreamTask):
         from pyspark.sql import functions as F
 
         parts = [
-            self.read(files, side).withColumn(_NEW, F.lit(new))
+            self.read([f.path for f in files], side).withColumn(_NEW, F.lit(new))
             for files, new in ((self.new[side], True), (self.files[side], False))
             if files
         ]
@@ -106,12 +117,8 @@ class IntervalJoinStreamTask(TwoInputStreamTask):
         left, right = self._side(0), self._side(1)
         rows = 0
         if left is not None and right is not None:
-            op = self.interval
-            a, b = F.col(f"l.{WINDOW_START}"), F.col(f"r.{WINDOW_START}")
-            condition = b.between(a + F.lit(op.lower_ms * 1000), a + F.lit(op.upper_ms * 1000)) & (
-                F.col(f"l.{_NEW}") | F.col(f"r.{_NEW}")
-            )
-            rows = self.emit(self.joined(left, right, condition).select(*self.output_columns()))
+            new_pair = F.col(f"l.{_NEW}") | F.col(f"r.{_NEW}")
+            rows = self.emit(self.pairs(left, right, new_pair))
         for side in (0, 1):
             self.files[side].extend(self.new[side])
             self.new[side].clear()

@@ -10,9 +10,10 @@ as one Parquet file per input (no Spark job), the input in the file's metadata; 
 subtask keeps the rows of its key groups, whatever parallelism wrote them (as the window
 operator does).
 
-Subclasses implement ``_on_bundle`` (a file arrived), ``_advance`` (the events at hand are
-taken: join, fire, expire), ``_before_snapshot`` and ``_live``/``_restored`` (which rows are
-state).
+Subclasses implement ``_open`` (check the chain's join operator), ``pairs`` (the join's Spark
+plan over rows of both inputs, shared with the BATCH tasks of ``batch_two_input_task``),
+``_on_bundle`` (a file arrived), ``_advance`` (the events at hand are taken: join, fire,
+expire), ``_before_snapshot`` and ``_live``/``_restored`` (which rows are state).
 """
 
 from __future__ import annotations
@@ -63,17 +64,9 @@ class TwoInputStreamTask(SparkStreamTask):
     def invoke(self) -> None:
         env = self.environment
         gate = env.input_gate
-        if gate is None or not self.sinks:
-            raise PipelineError("a join chain needs an input gate and a sink", env.task_name)
-        self.op = self.operators[0]
-        self.left_keys: tuple[str, ...] = self.op.left_keys
-        self.right_keys: tuple[str, ...] = self.op.right_keys
-        self.files: tuple[list[DataBundle], list[DataBundle]] = ([], [])
-        self.fired = MIN_WATERMARK
-        self.sequence = 0
-        self._inputs = [c.input_index for c in self.tdd.input_channels]
-        self._schemas = InputSchemas(self.tdd.input_channels, env.task_name)
-        self._keys_checked = False
+        if gate is None:
+            raise PipelineError("a join chain needs an input gate", env.task_name)
+        self.open_inputs()
         if env.restore is not None:
             self._restore(env.restore)
         poll_timeout = env.configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
@@ -91,11 +84,47 @@ class TwoInputStreamTask(SparkStreamTask):
         self.report_clock(self.fired, force=True)
         gate.close()
 
+    def open_inputs(self) -> None:
+        """Check the chain (``_open``) and set up the per-input state of ``invoke``.
+
+        Raises:
+            PipelineError: If the chain has no sink or does not start with its join operator.
+
+        Threading:
+            The task thread.
+        """
+        env = self.environment
+        if not self.sinks:
+            raise PipelineError("a join chain needs a sink", env.task_name)
+        self._open()
+        self.op = self.operators[0]
+        self.left_keys: tuple[str, ...] = self.op.left_keys
+        self.right_keys: tuple[str, ...] = self.op.right_keys
+        self.files: tuple[list[DataBundle], list[DataBundle]] = ([], [])
+        self.fired = MIN_WATERMARK
+        self.sequence = 0
+        self._inputs = [c.input_index for c in self.tdd.input_channels]
+        self._schemas = InputSchemas(self.tdd.input_channels, env.task_name)
+        self._keys_checked = False
+
+    def check_input_file(self, channel: int, path: str) -> None:
+        """Check ``path``, arrived on ``channel``, against its input's schema and, once both
+        inputs' schemas are known, the key columns of the two inputs.
+
+        Raises:
+            PipelineError: If the file's schema differs from its input's first file, a key
+                column is missing, or the keys of the two inputs have different types.
+
+        Threading:
+            The task thread.
+        """
+        self._schemas.check(channel, path)
+        self._check_keys()
+
     def _accept(self, events: list[tuple[int, PartitionEvent]], watermark: int) -> None:
         for channel, event in events:
             if isinstance(event, DataBundle):
-                self._schemas.check(channel, event.path)
-                self._check_keys()
+                self.check_input_file(channel, event.path)
                 self.environment.metrics.records_in += event.rows
                 self._on_bundle(self._inputs[channel], event)
             elif isinstance(event, CheckpointBarrier):
@@ -103,6 +132,27 @@ class TwoInputStreamTask(SparkStreamTask):
                 self._checkpoint(event)
 
     # For subclasses ----------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Check the chain's operators and set up the subclass's own fields.
+
+        Raises:
+            PipelineError: If the chain does not start with the subclass's join operator.
+        """
+        raise NotImplementedError
+
+    def pairs(self, left: Any, right: Any, condition: Any = None) -> Any:
+        """The joined rows of ``left`` and ``right`` (lazy DataFrames of the two inputs' rows,
+        with ``__ws`` and ``__kg``): every pair the join matches (and ``condition`` too, a
+        Column over ``l.`` and ``r.`` columns, when given), with the output columns.
+
+        Schema:
+            The subclass's output schema, one row per matching pair.
+
+        Threading:
+            The task thread (builds a plan; runs no Spark job).
+        """
+        raise NotImplementedError
 
     def _on_bundle(self, side: int, bundle: DataBundle) -> None:
         self.files[side].append(bundle)
@@ -122,13 +172,14 @@ class TwoInputStreamTask(SparkStreamTask):
 
     # Spark -------------------------------------------------------------------------------------
 
-    def read(self, files: list[DataBundle], side: int) -> Any:
-        """The rows of ``files`` (of input ``side``) as a lazy DataFrame (no job)."""
+    def read(self, paths: list[str], side: int) -> Any:
+        """The rows of the Parquet files ``paths`` (of input ``side``) as a lazy DataFrame
+        (no job), read with the input's schema from its first file's footer."""
         reader = self.spark.read
         schema = self._spark_schema(side)
         if schema is not None:
             reader = reader.schema(schema)
-        return reader.parquet(*[f.path for f in files])
+        return reader.parquet(*paths)
 
     def _spark_schema(self, side: int) -> Any:
         arrow = self._schemas.schemas.get(side)

@@ -45,7 +45,7 @@ class WindowJoinStreamTask(TwoInputStreamTask):
         ``invoke`` on the task thread.
     """
 
-    def invoke(self) -> None:
+    def _open(self) -> None:
         op = self.operators[0]
         if not isinstance(op, WindowJoinOperator):
             raise PipelineError(
@@ -54,7 +54,20 @@ class WindowJoinStreamTask(TwoInputStreamTask):
             )
         self.window = op.window
         self.window_size_ms = op.window.size_ms
-        super().invoke()
+
+    def pairs(self, left: Any, right: Any, condition: Any = None) -> Any:
+        """Pairs of rows with equal keys and window (``__ws``), with ``window_start`` and
+        ``window_end`` (lazy; see the class's schema)."""
+        from pyspark.sql import functions as F
+
+        start = F.col(f"l.{WINDOW_START}")
+        same_window = start == F.col(f"r.{WINDOW_START}")
+        on = same_window if condition is None else same_window & condition
+        return self.joined(left, right, on).select(
+            *self.output_columns(),
+            F.timestamp_micros(start).alias("window_start"),
+            F.timestamp_micros(start + F.lit(self.window_size_ms * 1000)).alias("window_end"),
+        )
 
     def _advance(self, watermark: int) -> None:
         if self._ready(watermark):
@@ -83,32 +96,19 @@ class WindowJoinStreamTask(TwoInputStreamTask):
         if not due:
             return None
         end = F.floor(F.col(WINDOW_START) / 1000) + F.lit(self.window_size_ms)
-        frame = self.read(due, side).where(end - 1 <= F.lit(watermark))
+        frame = self.read([f.path for f in due], side).where(end - 1 <= F.lit(watermark))
         if self.fired > MIN_WATERMARK:
             frame = frame.where(end - 1 > F.lit(self.fired))
         return frame
 
     def _fire(self, watermark: int) -> None:
-        from pyspark.sql import functions as F
 
         started = time.perf_counter()
         left = self._window_rows(0, watermark)
         right = self._window_rows(1, watermark)
         rows = 0
         if left is not None and right is not None:  # inner: nothing without both inputs
-            pairs = self.joined(
-                left, right, F.col(f"l.{WINDOW_START}") == F.col(f"r.{WINDOW_START}")
-            )
-            start = F.col(f"l.{WINDOW_START}")
-            rows = self.emit(
-                pairs.select(
-                    *self.output_columns(),
-                    F.timestamp_micros(start).alias("window_start"),
-                    F.timestamp_micros(start + F.lit(self.window_size_ms * 1000)).alias(
-                        "window_end"
-                    ),
-                )
-            )
+            rows = self.emit(self.pairs(left, right))
         self.fired = watermark
         next_end = self.window.next_unfired_end_ms(watermark)
         dropped = 0
