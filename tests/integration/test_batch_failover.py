@@ -197,3 +197,37 @@ def test_a_lost_task_manager_reruns_only_the_join_subtask_it_ran(
     *_, join = result.accumulators.values()
     assert join.bundles == 2  # the final attempts: one join each
     assert join.records_out == len(expected)
+
+
+def test_a_lost_task_manager_reruns_only_the_source_subtask_it_ran(
+    spark, flights_dir, tmp_path, caplog
+) -> None:
+    """The lost source subtask's splits go back to the enumerator (Flink's addSplitsBack) and
+    only that subtask runs again; the other source subtask is not run twice."""
+    conf = batch_failover_configuration(tmp_path)
+    env = StreamExecutionEnvironment(conf, spark)
+    (
+        env.from_source(
+            FileSource.parquet(str(flights_dir)),
+            event_time="time_hour",
+            max_out_of_orderness="1 h",
+            name="flights",
+        )
+        .transform(flight_delays.departed, name="departed")
+        .transform(pausing, name="pausing")  # a source stage that runs for seconds
+        .key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+        .sink_to(ParquetSink(str(tmp_path / "out")))
+    )
+    result, logs = run_losing_a_task_manager(spark, conf, env, "flights", caplog)
+
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
+    # the surviving subtask once, the lost one's new attempt once (the lost attempt was cut)
+    assert_region_failover(logs, result, sources=2, out=tmp_path / "out")
+    assert any("splits of subtask" in m and "back to the enumerator" in m for m in logs)
+    source, window = result.accumulators.values()
+    assert source.records_in == 336_776 and source.bundles == 2  # every flight read once
+    assert window.bundles == 2

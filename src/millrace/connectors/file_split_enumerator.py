@@ -51,12 +51,16 @@ class FileSplitEnumerator:
         return self._format.splits(list_files(self._path), self._event_time)
 
     def add_splits(self, splits: Sequence[InputSplit]) -> None:
+        self.add_splits_back(splits)
+        self._total += len(splits)
+
+    def add_splits_back(self, splits: Sequence[InputSplit]) -> None:
+        """Queue ``splits`` again, in event-time order with the rest (``SupportsSplitsBack``)."""
         ordered = sorted(
             [*self._unassigned, *splits],
             key=lambda s: (s.min_event_time_ms is None, s.min_event_time_ms or 0, s.split_number),
         )
         self._unassigned = deque(ordered)
-        self._total += len(splits)
 
     @property
     def splits_total(self) -> int:

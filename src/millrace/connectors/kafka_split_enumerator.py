@@ -109,9 +109,13 @@ class KafkaSplitEnumerator:
         ]
 
     def add_splits(self, splits: Sequence[InputSplit]) -> None:
+        self.add_splits_back(splits)
+        self._total += len(splits)
+
+    def add_splits_back(self, splits: Sequence[InputSplit]) -> None:
+        """Queue the partitions ``splits`` again (``SupportsSplitsBack``)."""
         for split in splits:
             self._unassigned[partition_of(split)] = split
-        self._total += len(splits)
 
     def next_split(self, subtask_index: int, parallelism: int) -> NextInputSplit:
         """The lowest unassigned partition ``p`` with ``p % parallelism == subtask_index``.

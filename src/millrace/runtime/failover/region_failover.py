@@ -6,10 +6,15 @@ pipelined region is then a single subtask (Flink: vertices connected by pipeline
 keyed BLOCKING edge connects none), and a failed subtask whose inputs are all complete can run
 again alone, from those inputs, while the rest of the job goes on.
 
+A failed source subtask is a region too when its source takes splits back (Flink's
+``addSplitsBack``: the splits it was handed go out again, ``SourceCoordinator.add_splits_back``);
+its failed attempt's output is in an exchange directory of its own that no consumer reads, and
+what its sinks staged is not committed (the final commit takes the final attempts' only).
+
 What this module does not cover falls back to the global failover (restore the latest
-checkpoint, or start over): a failed source subtask (its splits would have to go back to the
-SplitEnumerator, Flink's ``addSplitsBack``), and a failed subtask whose producers are not all
-FINISHED (never the case in BATCH, where consumers start only then).
+checkpoint, or start over): a failed source subtask of a source that cannot take splits back,
+and a failed subtask whose producers are not all FINISHED (never the case in BATCH, where
+consumers start only then).
 
 Threading:
     Pure functions over the ExecutionGraph: call them on the JobMaster's main thread.
@@ -17,7 +22,10 @@ Threading:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from millrace.runtime.executiongraph import ExecutionGraph, ExecutionState, ExecutionVertex
+from millrace.types import JobVertexId
 
 __all__ = ["inputs_complete", "regions_to_restart"]
 
@@ -31,13 +39,20 @@ def inputs_complete(graph: ExecutionGraph, vertex: ExecutionVertex) -> bool:
     )
 
 
-def regions_to_restart(graph: ExecutionGraph) -> list[ExecutionVertex] | None:
+def regions_to_restart(
+    graph: ExecutionGraph, rewindable: Collection[JobVertexId] = ()
+) -> list[ExecutionVertex] | None:
     """The subtasks to run again after a failure of a BATCH job, or None for a global failover.
+
+    Args:
+        graph: The job's ExecutionGraph.
+        rewindable: The source vertices whose splits can go back to their enumerator.
 
     Returns:
         The FAILED subtasks, each its own region, when every one of them is a consumer whose
-        inputs are complete; None when a FAILED subtask is a source or lacks a complete input,
-        or when nothing FAILED (a failure outside the tasks, e.g. a sink commit).
+        inputs are complete or a subtask of a ``rewindable`` source; None when a FAILED
+        subtask is another source's or lacks a complete input, or when nothing FAILED (a
+        failure outside the tasks, e.g. a sink commit).
     """
     failed = [
         ev
@@ -48,6 +63,9 @@ def regions_to_restart(graph: ExecutionGraph) -> list[ExecutionVertex] | None:
     if not failed:
         return None
     for ev in failed:
-        if ev.job_vertex.job_vertex.is_source or not inputs_complete(graph, ev):
+        job_vertex = ev.job_vertex.job_vertex
+        if job_vertex.is_source and job_vertex.vertex_id not in rewindable:
+            return None
+        if not inputs_complete(graph, ev):
             return None
     return failed

@@ -75,8 +75,8 @@ class Scheduler:
 
     Attributes:
         checkpoints: The job's CheckpointCoordinator (its context is the Scheduler).
-        restarts: Restarts so far.
-        clocks: The global min clock service of the job (seed 001).
+        restarts: Restarts so far; clocks: the job's global min clock service (seed 001).
+        assignment: The restored state the tasks deploy with (None: none restored).
     """
 
     def __init__(
@@ -129,9 +129,9 @@ class Scheduler:
             self._final_commit_done,
         )
         self._sources: dict[JobVertexId, SourceCoordinator] = {}
-        self._assignment: StateAssignment | None = None
+        self.assignment: StateAssignment | None = None
         self._batch = batch_scheduling(  # None in STREAMING mode
-            configuration, self._deployer, self._restart_strategy, context, lambda: self._assignment
+            configuration, self._deployer, self._restart_strategy, context, self
         )
         self._failure: str | None = None
         self._restart_scheduled = False
@@ -195,7 +195,7 @@ class Scheduler:
             return
         prepared = preparing.result()
         self._sources = prepared.sources
-        self._assignment = prepared.assignment
+        self.assignment = prepared.assignment
         if prepared.restored is not None:
             self.checkpoints.restore(prepared.restored)
             logger.info(
@@ -228,7 +228,7 @@ class Scheduler:
         self.clocks.reset(self.graph.executions())
         for jv in self.graph.vertices:
             if jv.job_vertex.is_source:
-                self._deployer.deploy(jv, self._assignment)
+                self._deployer.deploy(jv, self.assignment)
 
     def schedule_or_update_consumers(self, partition_id: ResultPartitionId) -> None:
         """A producer's partition has its first event: deploy the consumers it completes."""
@@ -242,7 +242,7 @@ class Scheduler:
                 self.job_graph.name,
                 consumer.name,
             )
-            self._deployer.deploy(consumer, self._assignment)
+            self._deployer.deploy(consumer, self.assignment)
 
     def deployment_failed(self, execution: Execution, cause: str) -> None:
         self._handle_failure(f"{execution}: {cause}")
@@ -344,7 +344,7 @@ class Scheduler:
         self._main_thread.when_done(committing, committed)
 
     def restored_finished_splits(self, vertex_id: JobVertexId) -> tuple[str, ...]:
-        restored = self._assignment.sources.get(vertex_id) if self._assignment else None
+        restored = self.assignment.sources.get(vertex_id) if self.assignment else None
         return tuple(sorted(restored.finished)) if restored is not None else ()
 
     def unassigned_splits(self, vertex_id: JobVertexId) -> tuple[SplitState, ...]:
@@ -354,7 +354,7 @@ class Scheduler:
     @property
     def restored_checkpoint(self) -> int | None:
         """Id of the checkpoint the job last restored, if any."""
-        return self._assignment.checkpoint_id if self._assignment is not None else None
+        return self.assignment.checkpoint_id if self.assignment is not None else None
 
     # Failing, cancelling, failover -------------------------------------------------------------
 

@@ -4,6 +4,10 @@ It owns the source's SplitEnumerator, adds what discovery finds (ignoring splits
 and answers RequestNextInputSplit (seed 000). Restored from a checkpoint, it keeps the splits
 that were finished out of the enumeration and hands the open ones out again with their read
 positions, so sources rewind exactly to the checkpoint (Kafka offsets, file rows).
+
+For a bounded source it remembers which splits each subtask was handed, so that those of a
+failed subtask can go back to the enumerator (Flink's ``addSplitsBack``) when the subtask
+alone runs again (BATCH region failover, ``runtime/failover/region_failover.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,11 @@ from dataclasses import replace
 
 from millrace.errors import MillraceError, PipelineError, describe
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
-from millrace.runtime.source.split_enumerator import Boundedness, SplitEnumerator
+from millrace.runtime.source.split_enumerator import (
+    Boundedness,
+    SplitEnumerator,
+    SupportsSplitsBack,
+)
 
 __all__ = ["SourceCoordinator"]
 
@@ -51,6 +59,8 @@ class SourceCoordinator:
         self._positions = {s.split.split_id: s.position for s in restored_open}
         self._restored_splits = {s.split.split_id: s.split for s in restored_open}
         self._seen: set[str] = set()
+        # subtask index -> (split, position) handed to it; bounded sources only (finite)
+        self._handed: dict[int, list[tuple[InputSplit, int]]] = {}
 
     def add_discovered(self, splits: Iterable[InputSplit]) -> int:
         """Add newly discovered splits; returns how many were new (not seen, not finished)."""
@@ -84,7 +94,38 @@ class SourceCoordinator:
         if reply.split is None:
             return replace(reply, more_expected=not self.bounded)
         position = self._positions.pop(reply.split.split_id, reply.split.start_position or 0)
+        if self.bounded:
+            self._handed.setdefault(subtask_index, []).append((reply.split, position))
         return replace(reply, position=position)
+
+    @property
+    def takes_splits_back(self) -> bool:
+        """Whether a failed subtask's splits can go out again (a bounded source whose
+        enumerator is ``SupportsSplitsBack``)."""
+        return self.bounded and isinstance(self.enumerator, SupportsSplitsBack)
+
+    def add_splits_back(self, subtask_index: int) -> int:
+        """Give every split handed to subtask ``subtask_index`` back to the enumerator, at the
+        position it was handed out with (its failed attempt's reading is discarded); returns
+        how many.
+
+        Raises:
+            PipelineError: If the source cannot take splits back (``takes_splits_back``).
+        """
+        enumerator = self.enumerator
+        if not self.takes_splits_back or not isinstance(enumerator, SupportsSplitsBack):
+            raise PipelineError("the source cannot take splits back", self.name)
+        handed = self._handed.pop(subtask_index, [])
+        for split, position in handed:
+            self._positions[split.split_id] = position
+        enumerator.add_splits_back([split for split, _ in handed])
+        logger.info(
+            "source %s: %d splits of subtask %d back to the enumerator",
+            self.name,
+            len(handed),
+            subtask_index + 1,
+        )
+        return len(handed)
 
     def unassigned_restored(self) -> tuple[SplitState, ...]:
         """The restored splits not yet handed out, at their restored positions: part of every

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit
 
-__all__ = ["Boundedness", "SplitEnumerator"]
+__all__ = ["Boundedness", "SplitEnumerator", "SupportsSplitsBack"]
 
 
 class Boundedness(enum.Enum):
@@ -63,4 +63,20 @@ class SplitEnumerator(Protocol):
     @property
     def splits_assigned(self) -> int:
         """Splits handed out so far (progress)."""
+        ...
+
+
+@runtime_checkable
+class SupportsSplitsBack(Protocol):
+    """A SplitEnumerator that takes splits back (Flink's ``SplitEnumerator.addSplitsBack``):
+    the splits a failed source subtask of a BATCH job was handed go out again, so that subtask
+    alone runs again (region failover) instead of the whole job.
+
+    Threading:
+        The JobMaster's main thread.
+    """
+
+    def add_splits_back(self, splits: Sequence[InputSplit]) -> None:
+        """Hand ``splits`` out again; they were counted when first added, so ``splits_total``
+        does not change and ``splits_assigned`` goes down by their number."""
         ...
