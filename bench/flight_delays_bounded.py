@@ -6,7 +6,9 @@ ratio of each Millrace mode to the peer. Millrace runs the same job file
 (``examples/flight_delays.py``) in STREAMING and in BATCH mode (``execution.runtime-mode``); its
 time is ``env.execute`` (cluster start, scheduling, every Spark job, commit, cluster stop); the
 peer's is read -> filter -> groupBy(carrier, 1-day window) -> write Parquet. Shuffle
-partitions: the best setting of each (``bench/batch_contest.py``).
+partitions: the best setting of each (``bench/batch_contest.py``). A third contender, the
+*staged floor*, runs the job stage by stage as Millrace BATCH does but in plain PySpark with no
+runtime (``bench/staged_floor.py``).
 
 Usage: ``.venv/bin/python bench/flight_delays_bounded.py [--runs 5] [--parallelism 2] [--scale 1]``
 (``--scale N`` reads each monthly file N times, to see the ratio once fixed costs amortize).
@@ -20,6 +22,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,8 +40,10 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    import pyarrow.parquet as pq
     from batch_contest import compete, report  # bench/ is the script's directory
     from pyspark.sql import functions as F
+    from staged_floor import staged_aggregate
 
     from millrace import Configuration, StreamExecutionEnvironment
     from millrace.spark.spark_session import create_spark_session, stop_spark_session
@@ -92,10 +97,45 @@ def main() -> None:
         )
         return time.perf_counter() - t0
 
+    floors = iter(range(1_000_000))
+
+    def staged_floor_run() -> float:
+        files = sorted(str(p) for p in Path(args.input).glob("*.parquet"))
+        out = work / f"floor-{next(floors)}"
+
+        def days(flights: Any) -> Any:
+            day = F.window("time_hour", "1 day").start.alias("window_start")
+            return example.departed(flights).select("carrier", day, "dep_delay")
+
+        seconds = staged_aggregate(
+            spark,
+            files,
+            lambda paths: spark.read.parquet(*paths),
+            days,
+            ["carrier", "window_start"],
+            lambda: [
+                F.count(F.lit(1)).alias("c"),
+                F.sum("dep_delay").alias("s"),
+                F.count("dep_delay").alias("k"),
+            ],
+            lambda: [
+                F.sum("c").alias("flights"),
+                (F.sum("s") / F.sum("k")).alias("avg_dep_delay"),
+            ],
+            args.parallelism,
+            out,
+        )
+        rows = sum(pq.read_metadata(p).num_rows for p in out.glob("out-*.parquet"))
+        assert rows == windows, f"the staged floor wrote {rows} rows, not {windows}"
+        return seconds
+
     millrace = {
         "millrace": lambda: millrace_run("STREAMING"),
         "millrace BATCH": lambda: millrace_run("BATCH"),
+        "staged floor (plain PySpark)": staged_floor_run,
     }
+    spark_batch_run()
+    windows = spark.read.parquet(str(work / "spark-out")).count()
     times = compete(spark, millrace, spark_batch_run, args.runs)
     stop_spark_session(spark)
     shutil.rmtree(work, ignore_errors=True)

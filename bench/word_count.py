@@ -8,7 +8,9 @@ of each and the ratio Millrace / peer. Millrace's time is ``env.execute`` of
 ``examples/word_count.py`` (cluster start, scheduling, every Spark job, commit, cluster stop)
 in each runtime mode the build has; the peer's is read text -> split -> explode ->
 groupBy(word).count() -> write Parquet. Shuffle partitions: the best setting of each
-(``bench/batch_contest.py``).
+(``bench/batch_contest.py``). A third contender, the *staged floor*, runs the job stage by stage
+as Millrace BATCH does but in plain PySpark with no runtime (``bench/staged_floor.py``): what
+Millrace costs above it is the runtime's, what it costs above the peer is the design's.
 
 Usage: ``.venv/bin/python bench/word_count.py [--runs 5] [--parallelism 2] [--megabytes 40]``
 """
@@ -75,8 +77,10 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=40)
     args = parser.parse_args()
 
+    import pyarrow.parquet as pq
     from batch_contest import compete, report  # bench/ is the script's directory
     from pyspark.sql import functions as F
+    from staged_floor import staged_aggregate
 
     from millrace import Configuration, StreamExecutionEnvironment
     from millrace.spark.spark_session import create_spark_session, stop_spark_session
@@ -117,7 +121,30 @@ def main() -> None:
         )
         return time.perf_counter() - t0
 
+    floors = iter(range(1_000_000))
+
+    def staged_floor_run() -> float:
+        files = sorted(str(p) for p in text.glob("part-*.txt"))
+        out = work / f"floor-{next(floors)}"
+        seconds = staged_aggregate(
+            spark,
+            files,
+            spark.read.text,
+            example.words,
+            ["word"],
+            lambda: [F.count(F.lit(1)).alias("c")],
+            lambda: [F.sum("c").alias("n")],
+            args.parallelism,
+            out,
+        )
+        words = sum(pq.read_metadata(p).num_rows for p in out.glob("out-*.parquet"))
+        assert words == distinct, f"the staged floor counted {words} words, not {distinct}"
+        return seconds
+
     millrace = {f"millrace {m.lower()}": (lambda m=m: millrace_run(m)) for m in runtime_modes()}
+    spark_batch_run()
+    distinct = spark.read.parquet(str(work / "spark-out")).count()
+    millrace["staged floor (plain PySpark)"] = staged_floor_run
     times = compete(spark, millrace, spark_batch_run, args.runs)
     counted = spark.read.parquet(str(work / "spark-out")).count()
     stop_spark_session(spark)

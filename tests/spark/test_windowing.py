@@ -74,3 +74,22 @@ def test_a_fired_window_has_its_keys_its_bounds_as_utc_timestamps_and_its_aggreg
     assert sorted((r.start, r.end, r.value) for r in bounds) == sorted(
         ((end_of(t) - HOUR_MS) * 1000, end_of(t) * 1000, t + 1) for t in TIMES
     )
+
+
+def test_key_groups_of_keys_with_spaces_dots_and_struct_fields(spark) -> None:
+    """The key group's SQL text names its keys as ``F.col`` would: a name with a space, a
+    struct's field, a quoted name with a dot."""
+    from pyspark.sql import functions as F
+
+    from millrace.spark.windowing import key_group
+
+    rows = spark.createDataFrame(
+        [("a", 1, ("x",), 5), ("b", 2, ("y",), 6), ("c", 3, ("z",), 7)],
+        "`my key` string, n int, s struct<f: string>, `d.e` int",
+    )
+    keys = ("my key", "s.f", "`d.e`")
+    ours = rows.select(key_group(keys, 128).alias("kg")).collect()
+    spark_s = rows.select(
+        F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(128)).alias("kg")
+    ).collect()
+    assert [r.kg for r in ours] == [r.kg for r in spark_s]

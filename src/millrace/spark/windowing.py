@@ -149,17 +149,28 @@ def merge_sessions(frame: Any, partition: list[str]) -> Any:
 
 
 def key_group(keys: tuple[str, ...], max_parallelism: int) -> Any:
-    """Key group of each row: ``murmur3(keys) mod max_parallelism`` (int column)."""
+    """Key group of each row: ``murmur3(keys) mod max_parallelism`` (int column).
+
+    Built from SQL text, one py4j call instead of one per function and column (plan building
+    is on the critical path of every bundle).
+    """
     from pyspark.sql import functions as F
 
-    return F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(max_parallelism))
+    columns = ", ".join(_sql_name(k) for k in keys)
+    return F.expr(f"pmod(hash({columns}), {int(max_parallelism)})")
 
 
 def target_subtask(key_group_column: Any, max_parallelism: int, parallelism: int) -> Any:
     """Consumer subtask of each row: its key group scaled to ``parallelism`` (Flink's)."""
-    from pyspark.sql import functions as F
+    return (key_group_column * int(parallelism) / int(max_parallelism)).cast("int")
 
-    return (key_group_column * F.lit(parallelism) / F.lit(max_parallelism)).cast("int")
+
+def _sql_name(name: str) -> str:
+    """``name`` as ``F.col(name)`` reads it (dots reach into structs), quoted for SQL text;
+    a name the user quoted already stays as it is."""
+    if "`" in name:
+        return name
+    return ".".join(f"`{part}`" for part in name.split("."))
 
 
 def window_output_columns(
