@@ -35,6 +35,7 @@ from millrace.api.operators import (
     SourceOperator,
     WindowAssignOperator,
 )
+from millrace.api.windows import SlidingEventTimeWindows
 from millrace.config import ExecutionOptions
 from millrace.errors import CheckpointDeclinedError, PipelineError
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
@@ -289,18 +290,19 @@ class SourceStreamTask(SparkStreamTask):
             groups = key_group(tail.keys, self.tdd.max_parallelism)
             assigned = assign_windows(frame, tail.event_time, window)
             # a record counts (and goes to the late output) once: on its latest window's row
-            latest = F.col(LATEST) if LATEST in assigned.columns else F.lit(True)
+            latest = F.col(LATEST) if isinstance(window, SlidingEventTimeWindows) else F.lit(True)
             is_late = (
                 F.lit(False)  # BATCH: no record is late
                 if watermark is None
                 else late_condition(window, watermark, tail.lateness_ms)
             )
-            windowed = assigned.select(
-                *[F.col(f"`{c}`") for c in assigned.columns if c != LATEST],
-                is_late.alias(_LATE),
-                latest.alias(LATEST),
-                groups.alias(KEY_GROUP),
-                target_subtask(groups, self.tdd.max_parallelism, consumers).alias(TARGET),
+            windowed = assigned.withColumns(  # one plan step: no column listed one by one
+                {
+                    _LATE: is_late,
+                    LATEST: latest,
+                    KEY_GROUP: groups,
+                    TARGET: target_subtask(groups, self.tdd.max_parallelism, consumers),
+                }
             )
             bounds = [WINDOW_START, WINDOW_END] if window.is_merging else [WINDOW_START]
             if isinstance(tail, LocalWindowAggregateOperator):
