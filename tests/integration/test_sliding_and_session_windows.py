@@ -173,13 +173,15 @@ def longest_delay(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-@pytest.mark.parametrize("parallelism", [1, 2, 3])
+@pytest.mark.parametrize(
+    ("parallelism", "mode"), [(1, "STREAMING"), (2, "STREAMING"), (3, "STREAMING"), (2, "BATCH")]
+)
 def test_a_pandas_function_over_session_windows_equals_pandas(
-    spark, scrambled, flights, tmp_path, parallelism
+    spark, scrambled, flights, tmp_path, parallelism, mode
 ) -> None:
     from pyspark.sql import functions as F
 
-    env = environment(spark, tmp_path, parallelism)
+    env = environment(spark, tmp_path, parallelism).set_runtime_mode(mode)
     (
         source(env, scrambled)
         .transform(

@@ -18,10 +18,9 @@ import time
 
 from millrace.api.operators import WindowAggregateOperator
 from millrace.errors import PipelineError
-from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
 from millrace.spark.blocking_exchange import blocking_input_files, exchange_rows
 from millrace.spark.parquet_schema import parquet_spark_schema
-from millrace.spark.window_firing import FRESH, fired_windows
+from millrace.spark.window_firing import fired_once
 from millrace.spark.window_stream_task import WindowStreamTask
 
 __all__ = ["BatchWindowTask"]
@@ -37,8 +36,6 @@ class BatchWindowTask(WindowStreamTask):
     """
 
     def invoke(self) -> None:
-        from pyspark.sql import functions as F
-
         env = self.environment
         op = self.operators[0]
         if not isinstance(op, WindowAggregateOperator) or not self.sinks:
@@ -57,9 +54,8 @@ class BatchWindowTask(WindowStreamTask):
         reader = self.spark.read if schema is None else self.spark.read.schema(schema)
         # one partition: the input is this subtask's key groups, already partitioned; the
         # aggregation then needs no shuffle (one Spark stage)
-        frame = reader.parquet(*paths).coalesce(1).withColumn(FRESH, F.lit(False))
-        # every window fires once, at the end: as at a MAX watermark, nothing fired before
-        result = fired_windows(frame, op, MAX_WATERMARK, MIN_WATERMARK)
+        frame = reader.parquet(*paths).coalesce(1)
+        result = fired_once(frame, op)  # every window fires once, at the end
         table = self.collect(self.apply_transforms(result, self.transforms))
         env.metrics.records_out += self.write_sinks(table, 0)
         env.metrics.bundles += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
+from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
 from millrace.spark.windowing import (
     KEY_GROUP,
     WINDOW_END,
@@ -24,7 +25,14 @@ from millrace.spark.windowing import (
     window_output_columns,
 )
 
-__all__ = ["FRESH", "compacted_state", "fired_windows", "live_rows", "retained_state"]
+__all__ = [
+    "FRESH",
+    "compacted_state",
+    "fired_once",
+    "fired_windows",
+    "live_rows",
+    "retained_state",
+]
 
 FRESH = "__fresh"
 _REFIRE = "__refire"
@@ -79,6 +87,34 @@ def fired_windows(frame: Any, op: WindowAggregateOperator, watermark_ms: int, fi
     return records.groupBy(*op.keys, "window_start", "window_end").applyInPandas(
         op.function.fn, op.function.schema
     )
+
+
+def fired_once(frame: Any, op: WindowAggregateOperator) -> Any:
+    """The output of every window of ``frame`` fired once, at the end of a bounded input
+    (BATCH: as ``fired_windows`` at a MAX watermark with nothing fired before, in fewer plan
+    steps: nothing to filter, no late firing to tell apart).
+
+    Args:
+        frame: State rows without ``__fresh`` (lazy DataFrame).
+        op: The window operator.
+
+    Schema:
+        As ``fired_windows``.
+    """
+    from pyspark.sql import functions as F
+
+    if op.function is not None:  # the pandas function's path, nothing fired before
+        return fired_windows(
+            frame.withColumn(FRESH, F.lit(False)), op, MAX_WATERMARK, MIN_WATERMARK
+        )
+    group = [*op.keys, *_bounds(op)]
+    aggregated = (
+        _merged(frame, op)
+        .groupBy(*group)
+        .agg(*(op.plan.final_columns() if op.plan.decomposable else op.plan.columns))
+    )
+    names = tuple(aggregated.columns[len(group) :])
+    return aggregated.select(*window_output_columns(op.keys, op.window, names))
 
 
 def retained_state(frame: Any, op: WindowAggregateOperator, watermark_ms: int) -> Any:
