@@ -1,13 +1,15 @@
 """Region failover in BATCH mode: a TaskManager killed while the keyed stage runs (a window, a
-window join). Only the lost keyed subtask runs again, from the blocking exchange files its
-producers left in the exchange store; the sources do not run again; the output equals pandas
-row for row."""
+window join) or while the source stage runs. Only the lost subtask runs again: a keyed one from
+the blocking exchange files its producers left in the exchange store, a source one with the
+splits it was handed back at its SplitEnumerator (Flink's addSplitsBack); the other subtasks
+run once; the output equals pandas row for row."""
 
 from __future__ import annotations
 
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
@@ -109,6 +111,25 @@ def run_losing_a_task_manager(
     return result, [r.getMessage() for r in caplog.records]
 
 
+def departed_flights(env: StreamExecutionEnvironment, flights_dir: Path) -> Any:
+    """The flights with a departure delay (``examples/flight_delays.py``'s source chain)."""
+    return env.from_source(
+        FileSource.parquet(str(flights_dir)),
+        event_time="time_hour",
+        max_out_of_orderness="1 h",
+        name="flights",
+    ).transform(flight_delays.departed, name="departed")
+
+
+def daily_delays(flights: Any) -> Any:
+    """Flights and mean delay per carrier and UTC day (the example's window)."""
+    return (
+        flights.key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+    )
+
+
 def batch_failover_configuration(tmp_path) -> Configuration:
     return Configuration(
         {
@@ -146,16 +167,7 @@ def test_a_lost_task_manager_reruns_only_the_keyed_subtask_it_ran(
     conf = batch_failover_configuration(tmp_path)
     env = StreamExecutionEnvironment(conf, spark)
     (
-        env.from_source(
-            FileSource.parquet(str(flights_dir)),
-            event_time="time_hour",
-            max_out_of_orderness="1 h",
-            name="flights",
-        )
-        .transform(flight_delays.departed, name="departed")
-        .key_by("carrier")
-        .window(tumbling("1 day"))
-        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+        daily_delays(departed_flights(env, flights_dir))
         .transform(slowly, name="slowly")
         .sink_to(ParquetSink(str(tmp_path / "out")))
     )
@@ -206,20 +218,8 @@ def test_a_lost_task_manager_reruns_only_the_source_subtask_it_ran(
     only that subtask runs again; the other source subtask is not run twice."""
     conf = batch_failover_configuration(tmp_path)
     env = StreamExecutionEnvironment(conf, spark)
-    (
-        env.from_source(
-            FileSource.parquet(str(flights_dir)),
-            event_time="time_hour",
-            max_out_of_orderness="1 h",
-            name="flights",
-        )
-        .transform(flight_delays.departed, name="departed")
-        .transform(pausing, name="pausing")  # a source stage that runs for seconds
-        .key_by("carrier")
-        .window(tumbling("1 day"))
-        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-        .sink_to(ParquetSink(str(tmp_path / "out")))
-    )
+    source = departed_flights(env, flights_dir).transform(pausing, name="pausing")  # seconds
+    daily_delays(source).sink_to(ParquetSink(str(tmp_path / "out")))
     result, logs = run_losing_a_task_manager(spark, conf, env, "flights", caplog)
 
     assert_same_result(
