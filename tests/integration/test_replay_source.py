@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from millrace import Configuration, ParquetSink, ReplaySource, StreamExecutionEnvironment, tumbling
-from millrace.api.connector.source import SourceReaderContext
+from millrace.api.connector.source import WHOLE_INPUT, SourceReaderContext
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
@@ -141,3 +141,19 @@ def test_flight_delays_over_a_replay_equals_pandas(spark, flights_dir, tmp_path)
     assert_same_result(
         read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
     )
+
+
+def test_a_batch_reader_releases_every_record_at_once(spark, flights_dir) -> None:
+    """BATCH (``WHOLE_INPUT``): the replay's rate paces nothing; one poll holds every record
+    of every stripe, each stripe finished."""
+    source = ReplaySource(str(flights_dir), "time_hour", rate=10, stripes=2)  # 5 records/s
+    splits = source.create_enumerator("time_hour").discover()
+    reader = source.create_reader(
+        SourceReaderContext(0, 1, WHOLE_INPUT, 0.05, Configuration(), spark)
+    )
+    for split in splits:
+        reader.add_split(split, 0)
+    bundle = reader.poll(0.05)
+    assert bundle is not None and reader.is_finished()
+    assert [s.finished for s in bundle.progress] == [True, True]
+    assert bundle.frame.count() == 336_776

@@ -21,7 +21,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from millrace.api.connector.source import Boundedness, SourceBundle, SourceReaderContext
+from millrace.api.connector.source import (
+    WHOLE_INPUT,
+    Boundedness,
+    SourceBundle,
+    SourceReaderContext,
+)
 from millrace.connectors.file_formats import FileFormat, absolute_local_path, list_files
 from millrace.connectors.file_split_enumerator import FileSplitEnumerator
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
@@ -215,14 +220,14 @@ class ReplaySourceReader:
 
     def poll(self, timeout: float) -> SourceBundle | None:
         """Records released since the last bundle, up to ``max_records`` (waits for the next
-        release, at most ``timeout`` s)."""
+        release, at most ``timeout`` s). With ``max_records`` = ``WHOLE_INPUT`` (BATCH mode:
+        a bounded input read to its end as one stage) every record is due at once: the rate
+        paces a stream, and a batch job has none to pace."""
         import pyarrow as pa
 
         now = time.monotonic()
-        due = [
-            (s, min(s.table.num_rows, int((now - s.started) * self._rate)) - s.position)
-            for s in self._stripes
-        ]
+        whole = self._max_records == WHOLE_INPUT
+        due = [(s, self._released(s, now, whole) - s.position) for s in self._stripes]
         if not any(n > 0 for _, n in due):
             waits = [
                 s.started + (s.position + 1) / self._rate - now
@@ -253,6 +258,12 @@ class ReplaySourceReader:
             available_at_ms=round(wall * 1000),
             internal_columns=(SPLIT_COLUMN,),
         )
+
+    def _released(self, stripe: _Stripe, now: float, whole: bool) -> int:
+        """Records of ``stripe`` released by ``now`` (monotonic s): all of them if ``whole``."""
+        if whole:
+            return int(stripe.table.num_rows)
+        return min(stripe.table.num_rows, int((now - stripe.started) * self._rate))
 
     def snapshot(self) -> list[SplitState]:
         return [SplitState(s.split, s.position) for s in self._stripes]
