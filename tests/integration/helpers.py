@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -161,3 +163,53 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 600) -> CliResult:
     if leftover:
         os.killpg(process.pid, signal.SIGKILL)
     return CliResult(process.returncode, out, err, leftover)
+
+
+def held_at_december(gate: Path) -> Callable[[Any], Any]:
+    """A ``transform`` that holds every batch of December's flights until the file ``gate``
+    exists (``mapInArrow``; at most 300 s): a failover test's job cannot end before the test
+    has crashed its TaskManager, however fast the first eleven months go. The test creates
+    ``gate`` after the crash, and the restored job runs to its end."""
+    path = str(gate)
+
+    def transform(frame: Any) -> Any:
+        def hold(batches: Any) -> Any:
+            import os as _os
+            import time as _time
+
+            import pyarrow.compute as pc
+
+            for batch in batches:
+                if batch.num_rows and pc.max(batch.column("month")).as_py() == 12:
+                    deadline = _time.monotonic() + 300
+                    while not _os.path.exists(path) and _time.monotonic() < deadline:
+                        _time.sleep(0.05)
+                yield batch
+
+        return frame.mapInArrow(hold, frame.schema)
+
+    return transform
+
+
+def build_flight_delays_held(env: Any, flights_dir: Path, output_dir: Path, gate: Path) -> None:
+    """``examples/flight_delays.py``'s job with December held at the source until ``gate``
+    exists (``held_at_december``)."""
+    from pyspark.sql import functions as F
+
+    from millrace import FileSource, ParquetSink, tumbling
+
+    example = load_example("flight_delays")
+    (
+        env.from_source(
+            FileSource.parquet(str(flights_dir)),
+            event_time="time_hour",
+            max_out_of_orderness="1 h",
+            name="flights",
+        )
+        .transform(held_at_december(gate), name="held at december")
+        .transform(example.departed, name="departed")
+        .key_by("carrier")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+        .sink_to(ParquetSink(str(output_dir)))
+    )
