@@ -30,22 +30,24 @@ _NOT_SHIPPABLE = {
 class _Classes(NamedTuple):
     """The JVM classes a column load uses (py4j ``JavaClass`` handles of one context)."""
 
-    context: Any  # held, so that no later context can take its id while it is cached
+    context: Any  # the SparkContext whose JVM holds the handles
     object_input_stream: Any
     byte_array_input_stream: Any
     column: Any
 
 
-_classes: dict[int, _Classes] = {}  # id(SparkContext) -> its classes
+_loaded: _Classes | None = None  # the running context's classes
 
 
 def _classes_of(context: Any) -> _Classes:
-    """The column-loading classes of ``context``'s JVM, looked up on first use.
+    """The column-loading classes of ``context``'s JVM, looked up on first use (again after
+    the SparkContext was replaced).
 
     Threading:
         Any thread: two threads looking up at once each store an equal entry.
     """
-    found = _classes.get(id(context))
+    global _loaded
+    found = _loaded
     if found is None or found.context is not context:
         jvm = context._jvm
         found = _Classes(
@@ -54,8 +56,7 @@ def _classes_of(context: Any) -> _Classes:
             jvm.java.io.ByteArrayInputStream,
             jvm.org.apache.spark.sql.Column,
         )
-        _classes.clear()  # one context runs at a time: drop a stopped one's handles
-        _classes[id(context)] = found
+        _loaded = found
     return found
 
 

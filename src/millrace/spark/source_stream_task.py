@@ -35,7 +35,6 @@ from millrace.api.operators import (
     SourceOperator,
     WindowAssignOperator,
 )
-from millrace.api.windows import SlidingEventTimeWindows
 from millrace.config import ExecutionOptions
 from millrace.errors import CheckpointDeclinedError, PipelineError
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
@@ -60,6 +59,7 @@ from millrace.spark.windowing import (
     assign_windows,
     key_group,
     late_condition,
+    marks_latest,
     merge_sessions,
     target_subtask,
     window_end_ms,
@@ -290,7 +290,7 @@ class SourceStreamTask(SparkStreamTask):
             groups = key_group(tail.keys, self.tdd.max_parallelism)
             assigned = assign_windows(frame, tail.event_time, window)
             # a record counts (and goes to the late output) once: on its latest window's row
-            latest = F.col(LATEST) if isinstance(window, SlidingEventTimeWindows) else F.lit(True)
+            latest = F.col(LATEST) if marks_latest(window) else F.lit(True)
             is_late = (
                 F.lit(False)  # BATCH: no record is late
                 if watermark is None

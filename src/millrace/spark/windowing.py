@@ -33,6 +33,7 @@ __all__ = [
     "assign_windows",
     "key_group",
     "late_condition",
+    "marks_latest",
     "merge_sessions",
     "target_subtask",
     "window_end_ms",
@@ -106,6 +107,12 @@ def assign_windows(frame: Any, event_time: str, window: WindowAssigner) -> Any:
         )
     exploded = F.posexplode(window_starts_us(event_time, window)).alias(LATEST, WINDOW_START)
     return frame.select("*", exploded).withColumn(LATEST, F.col(LATEST) == 0)
+
+
+def marks_latest(window: WindowAssigner) -> bool:
+    """Whether ``assign_windows`` gives ``window``'s rows a ``__latest`` column (a record in
+    several windows: sliding ones)."""
+    return isinstance(window, SlidingEventTimeWindows)
 
 
 def window_end_ms(window: WindowAssigner) -> Any:
