@@ -28,6 +28,8 @@ __all__ = [
     "ExecutionOptions",
     "FailoverOptions",
     "HeartbeatOptions",
+    "HighAvailabilityMode",
+    "HighAvailabilityOptions",
     "JobManagerOptions",
     "PipelineOptions",
     "RestOptions",
@@ -37,6 +39,7 @@ __all__ = [
     "SparkOptions",
     "TaskManagerOptions",
     "all_options",
+    "check_high_availability",
     "check_rpc_limits",
     "parse_duration",
     "parse_size",
@@ -727,6 +730,122 @@ class SecurityOptions:
     SSL_REST_KEY = _str("security.ssl.rest.key", "", "PEM private key of the REST API.")
 
 
+class HighAvailabilityMode(enum.Enum):
+    """``high-availability.type``: no standby JobManagers, or leader election on ZooKeeper."""
+
+    NONE = "none"
+    """Jobs live as long as their JobManager process (the embedded cluster's default)."""
+    ZOOKEEPER = "zookeeper"
+    """Standby JobManagers elect a leader on ZooKeeper; a new leader recovers every job."""
+
+
+class HighAvailabilityOptions:
+    """Flink's ``high-availability.*`` keys (seed 003: JobManager leader election on ZooKeeper).
+
+    The session timeout is shorter than Flink's 60 s so that a killed leader's ephemeral znodes
+    vanish, and a standby takes over, within the issue's 15 s target.
+    """
+
+    TYPE = _enum(
+        "high-availability.type",
+        HighAvailabilityMode.NONE,
+        "none: no standby JobManagers; zookeeper: leader election, job graph and checkpoint "
+        "stores on ZooKeeper (needs high-availability.zookeeper.quorum and "
+        "high-availability.storageDir).",
+    )
+    ZOOKEEPER_QUORUM = _str(
+        "high-availability.zookeeper.quorum",
+        "",
+        "ZooKeeper servers as host:port[,host:port...] (required with type zookeeper).",
+    )
+    ZOOKEEPER_ROOT = _str(
+        "high-availability.zookeeper.path.root",
+        "/millrace",
+        "Root znode under which every cluster keeps its HA data.",
+    )
+    CLUSTER_ID = _str(
+        "high-availability.cluster-id",
+        "/default",
+        "This cluster's znode under the root; clusters sharing a ZooKeeper need distinct ids.",
+    )
+    STORAGE_DIR = _str(
+        "high-availability.storageDir",
+        "",
+        "fsspec URL or directory for the payloads ZooKeeper points to (job graphs, job results); "
+        "required with type zookeeper, reachable by every JobManager.",
+    )
+    SESSION_TIMEOUT = _duration(
+        "high-availability.zookeeper.client.session-timeout",
+        6.0,
+        "ZooKeeper session timeout: how long a silent JobManager stays leader.",
+        minimum=1.0,
+        maximum=600.0,
+    )
+    CONNECTION_TIMEOUT = _duration(
+        "high-availability.zookeeper.client.connection-timeout",
+        5.0,
+        "How long a connection attempt to ZooKeeper may take.",
+        minimum=0.1,
+    )
+    RETRY_WAIT = _duration(
+        "high-availability.zookeeper.client.retry-wait",
+        1.0,
+        "First wait between retries of a failed ZooKeeper operation (doubles on each retry).",
+        minimum=0.0,
+    )
+    MAX_RETRY_ATTEMPTS = _int(
+        "high-availability.zookeeper.client.max-retry-attempts",
+        3,
+        "Retries of a failed ZooKeeper operation before it fails.",
+        minimum=0,
+    )
+    TOLERATE_SUSPENDED_CONNECTIONS = _bool(
+        "high-availability.zookeeper.client.tolerate-suspended-connections",
+        True,
+        "Keep leadership while the ZooKeeper connection is SUSPENDED and give it up only when "
+        "the session is LOST (FLINK-10052); false: give it up on SUSPENDED as well.",
+    )
+
+
+def check_high_availability(conf: Configuration) -> None:
+    """The cross-key rules of ``high-availability.*``.
+
+    Raises:
+        ConfigError: With type zookeeper, if the quorum or the storage directory is missing or
+            malformed, or a znode path does not start with ``/``.
+    """
+    if conf.get(HighAvailabilityOptions.TYPE) is not HighAvailabilityMode.ZOOKEEPER:
+        return
+    quorum = conf.get(HighAvailabilityOptions.ZOOKEEPER_QUORUM).strip()
+    hosts = [h.strip() for h in quorum.split(",")] if quorum else []
+    if not hosts or any(not _HOST_PORT.match(h) for h in hosts):
+        raise ConfigError(
+            HighAvailabilityOptions.ZOOKEEPER_QUORUM.key,
+            quorum,
+            "host:port[,host:port...] of the ZooKeeper servers (high-availability.type is "
+            "zookeeper)",
+        )
+    if not conf.get(HighAvailabilityOptions.STORAGE_DIR).strip():
+        raise ConfigError(
+            HighAvailabilityOptions.STORAGE_DIR.key,
+            "",
+            "a directory or fsspec URL every JobManager reaches (high-availability.type is "
+            "zookeeper)",
+        )
+    for option in (HighAvailabilityOptions.ZOOKEEPER_ROOT, HighAvailabilityOptions.CLUSTER_ID):
+        path = conf.get(option)
+        if not _ZNODE_PATH.match(path):
+            raise ConfigError(
+                option.key,
+                path,
+                "a znode path such as /millrace (letters, digits, '-', '_', '.', separated by '/')",
+            )
+
+
+_HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:[0-9]{1,5}$")
+_ZNODE_PATH = re.compile(r"^/?[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+
+
 class PipelineOptions:
     """Keys of a pipeline's side outputs."""
 
@@ -754,6 +873,7 @@ def all_options() -> list[ConfigOption[Any]]:
         CheckpointingOptions,
         SparkOptions,
         PipelineOptions,
+        HighAvailabilityOptions,
     )
     for holder in holders:
         options += [v for v in vars(holder).values() if isinstance(v, ConfigOption)]
@@ -846,6 +966,7 @@ class Configuration:
                 RpcOptions.LOOKUP_TIMEOUT.key, raw, f"a duration <= rpc.ask-timeout ({ask:g} s)"
             )
         check_rpc_limits(self)
+        check_high_availability(self)
 
     def to_dict(self) -> dict[str, object]:
         return dict(self._values)
@@ -868,6 +989,7 @@ class Configuration:
 
 
 _PROCESS_KEY_PREFIXES = (
+    "high-availability.",
     "jobmanager.",
     "taskmanager.",
     "rest.",
