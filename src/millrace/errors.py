@@ -37,6 +37,8 @@ never with a builtin exception (a bug excepted); each gateway's docstrings say w
     ├── IllegalJobStatusTransitionError
     ├── PipelineError                     the user's pipeline failed in Spark or is invalid
     │   └── UserCodeError                 user code cannot be (de)serialized
+    ├── HighAvailabilityError             ZooKeeper or the HA storage cannot be used
+    │   └── LeadershipLostError           this JobManager is no longer the leader
     └── ConfigError                       (also ValueError) an invalid configuration value
 
 A heartbeat timeout is not an exception: the failure detector tells its listener
@@ -64,12 +66,14 @@ __all__ = [
     "FrameMacError",
     "FrameSizeError",
     "GatewayMismatchError",
+    "HighAvailabilityError",
     "IllegalExecutionStateTransitionError",
     "IllegalJobStatusTransitionError",
     "IllegalThreadError",
     "JobCancelledError",
     "JobExecutionError",
     "JobSubmissionError",
+    "LeadershipLostError",
     "MillraceError",
     "PartitionNotFoundError",
     "PipelineError",
@@ -403,6 +407,33 @@ class PipelineError(MillraceError):
 
 class UserCodeError(PipelineError):
     """User code cannot be serialized or deserialized (e.g. it captures a SparkSession)."""
+
+
+class HighAvailabilityError(MillraceError):
+    """ZooKeeper (the quorum, a znode) or the HA storage directory cannot be used.
+
+    Attributes:
+        path: The znode or storage path involved ("" if none).
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class LeadershipLostError(HighAvailabilityError):
+    """This JobManager is no longer the leader (seed 003, 004): it must not deploy, complete a
+    checkpoint or commit a sink. Raised by the leadership check and the fenced HA writes.
+
+    Attributes:
+        leader_session_id: The session this process led ("" if it never led).
+    """
+
+    def __init__(self, leader_session_id: str, reason: str) -> None:
+        super().__init__(
+            f"not the leader any more (leader session {leader_session_id or 'none'}): {reason}"
+        )
+        self.leader_session_id = leader_session_id
 
 
 class ConfigError(MillraceError, ValueError):
