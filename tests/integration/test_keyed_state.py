@@ -5,7 +5,8 @@ keyed state and aggregated by Spark when the window fires).
 Windows of 120 days over the whole year of flights, one month per bundle and
 ``state.compaction.max-files`` at its minimum (2): each window task receives several bundles
 between two firings and compacts its state files again and again. A TaskManager is crashed
-after a checkpoint that followed a compaction, so the job restores compacted state. The
+after a checkpoint that followed a compaction, so the job restores compacted state; December's
+flights are held at the source until then, so the job cannot end before the crash. The
 committed output must equal the same aggregates computed by plain PySpark batch code over the
 same files (Spark's own ``window`` function, not Millrace's windowing).
 """
@@ -27,6 +28,7 @@ from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
+from tests.integration.helpers import held_at_december
 from tests.waiting import WAIT, result_within, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -137,8 +139,10 @@ def test_compacted_state_restored_after_a_crash_gives_the_batch_answer(
         }
     )
     env = StreamExecutionEnvironment(conf, spark)
+    gate = tmp_path / "december"
     (
         env.from_source(FileSource.parquet(str(flights_dir)), event_time="time_hour")
+        .transform(held_at_december(gate), name="held at december")
         .transform(selected)
         .key_by("carrier")
         .window(tumbling(WINDOW))
@@ -172,6 +176,7 @@ def test_compacted_state_restored_after_a_crash_gives_the_batch_answer(
         )
         assert not waiting.done(), "the job ended before the TaskManager was lost"
         crash_task_executor(busy_task_executor(cluster))
+        gate.touch()  # December may go on: the restored job runs to its end
         result = result_within(waiting, WAIT, what="the job's result after the crash")
 
     assert isinstance(result, JobResultSuccess), result

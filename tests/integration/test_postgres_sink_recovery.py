@@ -5,9 +5,14 @@ PostgresSink, on a MiniCluster checkpointing every 200 ms. A busy TaskManager is
 two checkpoints completed and rows were committed: the job restores the latest one, the committer
 replays its commit (a no-op for the rows already in PostgreSQL) and drops what no checkpoint
 covered. The table then holds exactly pandas' result: no duplicate, none missing.
+
+Both tests hold December's flights at the source until their failure has happened (a gate file
+the test creates afterwards), so a fast runtime cannot end the job before it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 import psycopg
@@ -25,6 +30,7 @@ from tests.faults import busy_task_executor, crash_task_executor
 from tests.integration.helpers import (
     assert_same_result,
     expected_flight_delays,
+    held_at_december,
     load_example,
     read_flights,
     read_output,
@@ -55,8 +61,11 @@ def configuration(tmp_path) -> Configuration:
     )
 
 
-def build(env: StreamExecutionEnvironment, flights_dir, out_dir, postgres: PostgresSink) -> None:
-    """examples/flight_delays.py's pipeline, into Parquet and PostgreSQL."""
+def build(
+    env: StreamExecutionEnvironment, flights_dir, out_dir, postgres: PostgresSink, gate: Path
+) -> None:
+    """examples/flight_delays.py's pipeline, into Parquet and PostgreSQL, with December held at
+    the source until ``gate`` exists (``held_at_december``)."""
     from pyspark.sql import functions as F
 
     delays = (
@@ -66,6 +75,7 @@ def build(env: StreamExecutionEnvironment, flights_dir, out_dir, postgres: Postg
             max_out_of_orderness="1 h",
             name="flights",
         )
+        .transform(held_at_december(gate), name="held at december")
         .transform(load_example("flight_delays").departed, name="departed")
         .key_by("carrier")
         .window(tumbling("1 day"))
@@ -100,7 +110,8 @@ def test_task_manager_lost_mid_job_leaves_exactly_the_pandas_rows_in_postgres(
     conf = configuration(tmp_path)
     env = StreamExecutionEnvironment(conf, spark)
     sink = PostgresSink(postgres_conninfo, "delays", staging=str(tmp_path / "staging"))
-    build(env, flights_dir, tmp_path / "out", sink)
+    gate = tmp_path / "december"
+    build(env, flights_dir, tmp_path / "out", sink, gate)
     graph = env.get_job_graph("flight-delays-postgres")
     with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
@@ -125,6 +136,7 @@ def test_task_manager_lost_mid_job_leaves_exactly_the_pandas_rows_in_postgres(
         assert not waiting.done(), "the job ended before the TaskManager was lost"
         committed_before = committed_rows(postgres_conninfo)
         crash_task_executor(busy_task_executor(cluster))
+        gate.touch()  # December may go on: the restored job runs to its end
         result = result_within(waiting, WAIT, what="the job's result after the crash")
 
     assert isinstance(result, JobResultSuccess), result
@@ -160,7 +172,8 @@ def test_a_database_outage_at_the_final_commit_is_retried_and_nothing_is_lost(
     )
     env = StreamExecutionEnvironment(conf, spark)
     sink = PostgresSink(conninfo, "delays", staging=str(tmp_path / "staging"), connect_timeout=2)
-    build(env, flights_dir, tmp_path / "out", sink)
+    gate = tmp_path / "december"
+    build(env, flights_dir, tmp_path / "out", sink, gate)
     graph = env.get_job_graph("flight-delays-outage")
     caplog.set_level("WARNING", logger="millrace.runtime.jobmaster.job_master")
     with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
@@ -178,6 +191,7 @@ def test_a_database_outage_at_the_final_commit_is_retried_and_nothing_is_lost(
             lambda: splits_assigned() > 0 or waiting.done(), what="a split assigned", timeout=WAIT
         )
         private_postgres_server.stop()
+        gate.touch()  # December may go on: the job ends, and commits, while PostgreSQL is down
         wait_until(
             lambda: "retrying the commit" in caplog.text or waiting.done(),
             what="a retried commit",
