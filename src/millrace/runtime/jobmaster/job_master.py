@@ -29,10 +29,14 @@ from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.rpc.main_thread_executor import EndpointMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.high_availability_checkpoint_storage import (
+    HighAvailabilityCheckpointStorage,
+)
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import Acknowledge, SlotOffer, TaskExecutionState
 from millrace.runtime.executiongraph import ExecutionGraph, JobStatus
 from millrace.runtime.heartbeat import HeartbeatManager
+from millrace.runtime.highavailability.high_availability_services import LeaderServices
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
@@ -66,6 +70,8 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         configuration: Cluster configuration merged with the job's.
         resource_manager_address: Where the SlotPoolService requests slots.
         io_executor: Runs blocking work (split discovery, checkpoint metadata, preparation).
+        leader: The leadership term's services under high availability (the JobMasterId is
+            its leader session id; checkpoints enter its store; commits check it); None: none.
 
     Attributes:
         result_future: Completed with the JobResult when the job reaches a terminal status.
@@ -83,8 +89,9 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         configuration: Configuration,
         resource_manager_address: str,
         io_executor: Executor,
+        leader: LeaderServices | None = None,
     ) -> None:
-        self.job_master_id = JobMasterId(new_id())
+        self.job_master_id = JobMasterId(leader.leader_session_id if leader else new_id())
         super().__init__(rpc_service, f"jobmaster-{job_graph.job_id[:12]}", self.job_master_id)
         self.job_graph = job_graph
         self.result_future: Future[JobResult] = Future()
@@ -102,11 +109,24 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             configuration.get(HeartbeatOptions.PAUSE),
             configuration.get(HeartbeatOptions.THRESHOLD),
         )
-        storage = CheckpointStorage(
+        dirs = (
             configuration.get(CheckpointingOptions.CHECKPOINTS_DIR),
             configuration.get(CheckpointingOptions.SAVEPOINTS_DIR),
         )
-        committer = SinkCommitter(job_graph.job_id)
+        storage = (
+            HighAvailabilityCheckpointStorage(
+                *dirs,
+                job_graph.job_id,
+                leader,
+                configuration.get(CheckpointingOptions.NUM_RETAINED),
+            )
+            if leader is not None
+            else CheckpointStorage(*dirs)
+        )
+        self._storage = storage
+        self._committer = committer = SinkCommitter(
+            job_graph.job_id, check_leadership=leader.check_leadership if leader else None
+        )
         self._slots = SlotPoolService(
             job_graph,
             main_thread,
@@ -145,6 +165,18 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     def on_stop(self) -> None:
         self._heartbeats.stop()
         self.scheduler.stop()
+
+    def suspend(self) -> None:
+        """Leadership revoked (high availability): from now on touch neither the sinks nor the
+        checkpoints; the job stays in the HA stores for the next leader. Any thread; the
+        endpoint is closed next."""
+
+        def suspended() -> None:
+            if isinstance(self._storage, HighAvailabilityCheckpointStorage):
+                self._storage.suspended = True
+            self._committer.suspend()
+
+        self.run_async(suspended)
 
     # Slots (SchedulerContext, gateway) --------------------------------------------------------
 

@@ -7,14 +7,20 @@ before the failure) and then aborts every other staged data, and a bounded job's
 what its finishing tasks staged after the last checkpoint, recorded first as a final
 checkpoint (Flink's final checkpoint of a bounded job, FLIP-147), so that a job that fails in
 that commit can be resumed from it without writing anything twice.
+
+Under high availability every commit first checks that its JobManager still leads (a former
+leader woken from a pause commits nothing; PostgreSQL's commit record makes a late duplicate a
+no-op besides), and a suspended or former leader aborts nothing: the staged data belongs to
+the job's next leader.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
+from millrace.errors import HighAvailabilityError
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
 from millrace.runtime.sink import Sink
 from millrace.types import JobId
@@ -34,14 +40,23 @@ class SinkCommitter:
         job_id: The job.
         executor: Runs the commits (default: a thread of its own; one worker keeps them in
             order, and only it touches the sinks). Tests pass an inline executor.
+        check_leadership: Raises LeadershipLostError unless this JobManager still leads
+            (high availability); None: always leads.
 
     Threading:
         Any thread submits; the work runs on the committer's own thread, in submission order,
         and only there are the sinks touched.
     """
 
-    def __init__(self, job_id: JobId, executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        job_id: JobId,
+        executor: Executor | None = None,
+        check_leadership: Callable[[], None] | None = None,
+    ) -> None:
         self._job_id = job_id
+        self._check_leadership = check_leadership
+        self._suspended = False
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(
             1, thread_name_prefix=f"committer-{job_id[:8]}"
@@ -70,7 +85,33 @@ class SinkCommitter:
         """Commit what ``metadata`` pre-committed."""
         return self._executor.submit(self._commit, metadata)
 
+    def suspend(self) -> None:
+        """The JobMaster is suspended (leadership revoked): from the next queued work on,
+        nothing is committed or aborted. Any thread."""
+
+        def stop() -> None:
+            self._suspended = True
+
+        self._executor.submit(stop)
+
+    def _leading(self) -> bool:
+        """Committer thread: whether this JobManager may touch the sinks."""
+        if self._suspended:
+            return False
+        if self._check_leadership is not None:
+            try:
+                self._check_leadership()
+            except HighAvailabilityError as error:
+                logger.warning("job %s: sinks left alone: %s", self._job_id, error)
+                return False
+        return True
+
     def _commit(self, metadata: CheckpointMetadata) -> None:
+        if not self._leading():
+            raise HighAvailabilityError(
+                f"job {self._job_id}: checkpoint {metadata.checkpoint_id} not committed: "
+                f"this JobManager does not lead"
+            )
         # Under the job that took the checkpoint: a retained checkpoint of an earlier job is
         # committed as that job would have, so a commit it did make is not made twice. The
         # earlier checkpoints' commits that it carries go first, each under its own id.
@@ -129,6 +170,8 @@ class SinkCommitter:
         return self._executor.submit(self._abort, kept)
 
     def _abort(self, keep: Collection[str] = frozenset()) -> None:
+        if not self._leading():
+            return
         for sink in self._sinks.values():
             try:
                 sink.abort(self._job_id, keep)
