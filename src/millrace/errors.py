@@ -37,6 +37,7 @@ never with a builtin exception (a bug excepted); each gateway's docstrings say w
     ├── IllegalJobStatusTransitionError
     ├── PipelineError                     the user's pipeline failed in Spark or is invalid
     │   └── UserCodeError                 user code cannot be (de)serialized
+    ├── LocalZooKeeperError               a local ZooKeeper server cannot start or stop
     └── ConfigError                       (also ValueError) an invalid configuration value
 
 A heartbeat timeout is not an exception: the failure detector tells its listener
@@ -70,6 +71,7 @@ __all__ = [
     "JobCancelledError",
     "JobExecutionError",
     "JobSubmissionError",
+    "LocalZooKeeperError",
     "MillraceError",
     "PartitionNotFoundError",
     "PipelineError",
@@ -403,6 +405,24 @@ class PipelineError(MillraceError):
 
 class UserCodeError(PipelineError):
     """User code cannot be serialized or deserialized (e.g. it captures a SparkSession)."""
+
+
+class LocalZooKeeperError(MillraceError):
+    """A local ZooKeeper server (LocalZooKeeper, ``millrace zookeeper start``) cannot start or
+    stop: java or the ZooKeeper jars are missing, its port is taken, or it does not answer.
+
+    Attributes:
+        data_dir: The server's directory (its ``zoo.cfg`` and ``zookeeper.log``).
+        reason: What went wrong and, where there is one, the fix.
+        log_tail: The end of the server's log ("" if it never ran).
+    """
+
+    def __init__(self, data_dir: str, reason: str, log_tail: str = "") -> None:
+        self.data_dir = data_dir
+        self.reason = reason
+        self.log_tail = log_tail
+        shown = f"\nthe end of its log:\n{log_tail}" if log_tail else ""
+        super().__init__(f"local ZooKeeper in {data_dir}: {reason}{shown}")
 
 
 class ConfigError(MillraceError, ValueError):
