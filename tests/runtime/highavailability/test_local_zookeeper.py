@@ -140,5 +140,5 @@ def test_a_server_that_exits_at_start_fails_with_its_log(tmp_path: Path) -> None
     with pytest.raises(LocalZooKeeperError) as raised:
         server.start()
     assert "exited with code" in raised.value.reason
-    assert "QuorumPeerMain" in raised.value.log_tail  # java's own complaint, from the log
+    assert "ClassNotFoundException" in raised.value.log_tail  # java's complaint, from the log
     assert server.pid is None and not server.pid_file.exists()
