@@ -1,5 +1,6 @@
 """Shared fixtures: one SparkSession per test session, the exported flights data, a
-PostgreSQL server (``tests.postgres_server``), a Kafka broker (``tests.kafka_broker``)."""
+PostgreSQL server (``tests.postgres_server``), a Kafka broker (``tests.kafka_broker``), a
+ZooKeeper server (``tests.zookeeper_server``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.postgres_server import (  # noqa: F401  (fixtures)
     postgres_server,
     private_postgres_server,
 )
+from tests.zookeeper_server import zookeeper  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -39,6 +39,7 @@ never with a builtin exception (a bug excepted); each gateway's docstrings say w
     │   └── UserCodeError                 user code cannot be (de)serialized
     ├── HighAvailabilityError             ZooKeeper or the HA storage cannot be used
     │   └── LeadershipLostError           this JobManager is no longer the leader
+    ├── LocalZooKeeperError               a local ZooKeeper server cannot start or stop
     └── ConfigError                       (also ValueError) an invalid configuration value
 
 A heartbeat timeout is not an exception: the failure detector tells its listener
@@ -74,6 +75,7 @@ __all__ = [
     "JobExecutionError",
     "JobSubmissionError",
     "LeadershipLostError",
+    "LocalZooKeeperError",
     "MillraceError",
     "PartitionNotFoundError",
     "PipelineError",
@@ -434,6 +436,24 @@ class LeadershipLostError(HighAvailabilityError):
             f"not the leader any more (leader session {leader_session_id or 'none'}): {reason}"
         )
         self.leader_session_id = leader_session_id
+
+
+class LocalZooKeeperError(MillraceError):
+    """A local ZooKeeper server (LocalZooKeeper, ``millrace zookeeper start``) cannot start or
+    stop: java or the ZooKeeper jars are missing, its port is taken, or it does not answer.
+
+    Attributes:
+        data_dir: The server's directory (its ``zoo.cfg`` and ``zookeeper.log``).
+        reason: What went wrong and, where there is one, the fix.
+        log_tail: The end of the server's log ("" if it never ran).
+    """
+
+    def __init__(self, data_dir: str, reason: str, log_tail: str = "") -> None:
+        self.data_dir = data_dir
+        self.reason = reason
+        self.log_tail = log_tail
+        shown = f"\nthe end of its log:\n{log_tail}" if log_tail else ""
+        super().__init__(f"local ZooKeeper in {data_dir}: {reason}{shown}")
 
 
 class ConfigError(MillraceError, ValueError):

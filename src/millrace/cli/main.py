@@ -5,7 +5,8 @@
 environment bound to it, shows progress, prints a summary and shuts everything down. With
 ``--jobmanager HOST:PORT`` the script's jobs go to that standalone cluster instead (waiting for
 them, or not with ``--detached``). ``cluster start|stop``, ``taskmanager start``, ``list`` and
-``cancel`` operate a standalone cluster. Exit codes: 0 success, 1 job or script failure (root
+``cancel`` operate a standalone cluster; ``zookeeper start|stop`` runs a local ZooKeeper
+server for its high availability. Exit codes: 0 success, 1 job or script failure (root
 cause printed), 2 bad configuration or usage.
 """
 
@@ -35,6 +36,7 @@ from millrace.cli.job_commands import cancel, list_jobs, savepoint
 from millrace.cli.job_summary import print_summary
 from millrace.cli.progress import DetachedExecutor, EmbeddedClusterExecutor, ProgressExecutor
 from millrace.cli.remote_cluster import RemoteCluster, resolve_jobmanager
+from millrace.cli.zookeeper_commands import zookeeper_app
 from millrace.config import (
     CheckpointingOptions,
     Configuration,
@@ -53,6 +55,7 @@ app = typer.Typer(
 )
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(taskmanager_app, name="taskmanager")
+app.add_typer(zookeeper_app, name="zookeeper")
 app.command("list")(list_jobs)
 app.command("cancel")(cancel)
 app.command("savepoint")(savepoint)
