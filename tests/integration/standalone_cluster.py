@@ -79,9 +79,12 @@ class StandaloneCluster:
     def configuration(self) -> Configuration:
         return Configuration(self.settings)
 
-    def _start(self, kind: str, command: list[str]) -> ClusterProcess:
+    def _start(
+        self, kind: str, command: list[str], extra: dict[str, str] | None = None
+    ) -> ClusterProcess:
+        """Start ``millrace COMMAND`` with every setting, then ``extra`` (which win)."""
         args = [str(ROOT / ".venv" / "bin" / "millrace"), *command]
-        for key, value in self.settings.items():
+        for key, value in {**self.settings, **(extra or {})}.items():
             args += ["-D", f"{key}={value}"]
         log = self.work / f"{kind}-{len(self.processes)}.log"
         with open(log, "wb") as sink:

@@ -55,6 +55,13 @@ EXAMPLES: dict[type[errors.MillraceError], errors.MillraceError] = {
     errors.PipelineError: errors.PipelineError("column x not found", "Source: files"),
     errors.UserCodeError: errors.UserCodeError("a SparkSession is captured"),
     errors.ConfigError: errors.ConfigError("rpc.ask-timeout", "-1 s", "a positive duration"),
+    errors.HighAvailabilityError: errors.HighAvailabilityError(
+        "no ZooKeeper server answered", "/millrace/default/leader"
+    ),
+    errors.LeadershipLostError: errors.LeadershipLostError("9f" * 16, "the latch is gone"),
+    errors.LocalZooKeeperError: errors.LocalZooKeeperError(
+        "/tmp/zk", "it did not answer within 30 s", "ERROR bind failed"
+    ),
 }
 
 

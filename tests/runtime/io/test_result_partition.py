@@ -3,10 +3,9 @@ an expired pull beside another, and release."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-
 import pytest
 
+from millrace.errors import PartitionNotFoundError
 from millrace.runtime.io.partition_events import (
     DataBundle,
     EndOfPartition,
@@ -57,7 +56,9 @@ def test_release_fails_every_parked_pull_and_drops_the_events() -> None:
     p = ResultPartition(ResultPartitionId("p"), JobId("j"), 2)
     p.add(0, DataBundle("b", 1))
     parked = [p.poll(0, 1), p.poll(1, 0)]
-    failed: list[Future[PartitionEvents]] = []
-    p.release(failed.append)
-    assert failed == parked
+    p.release("released with job j")
+    for pull in parked:
+        error = pull.exception(0)
+        assert isinstance(error, PartitionNotFoundError)
+        assert "released with job j" in str(error)
     assert not p.poll(0, 0).done()  # nothing left to read from the start

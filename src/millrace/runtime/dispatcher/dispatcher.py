@@ -371,7 +371,7 @@ def _complete_with(reply: Future[Any], call: Callable[[], object]) -> None:
     if isinstance(value, Future):
         value.add_done_callback(
             lambda f: (
-                reply.set_exception(f.exception())  # type: ignore[arg-type]
+                reply.set_exception(f.exception())
                 if f.exception() is not None
                 else reply.set_result(f.result())
             )

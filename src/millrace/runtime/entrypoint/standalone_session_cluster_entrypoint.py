@@ -6,6 +6,13 @@ TaskManager processes register at ``tcp://<address>/resourcemanager``; clients s
 ``tcp://<address>/dispatcher``. Without high availability, jobs live as long as this process;
 TaskManagers that lose it fail their tasks and keep registering until a JobManager answers at
 the same address again.
+
+With ``high-availability.type: zookeeper`` (seed 003) the process is a contender: it serves RPC
+at once but runs the ResourceManager, the Dispatcher and the REST API only while it leads. On
+leadership granted it starts them under the new leader session (their fencing token), the
+Dispatcher recovers the stored jobs, and their addresses are published in ZooKeeper; on
+leadership revoked it stops them at once, suspending the jobs (nothing cancelled or cleaned)
+for the next leader, and contends again as a standby.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from millrace.config import (
     SecurityOptions,
 )
 from millrace.errors import ConfigError
+from millrace.rpc import RpcEndpoint
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.control_messages import control_message_codec
@@ -35,6 +43,16 @@ from millrace.runtime.dispatcher.rest_endpoint import (
 )
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
 from millrace.runtime.entrypoint.process_termination import ProcessTermination
+from millrace.runtime.highavailability.high_availability_services import (
+    HighAvailabilityServices,
+    NoHighAvailabilityServices,
+    create_high_availability_services,
+)
+from millrace.runtime.highavailability.zookeeper_paths import (
+    DISPATCHER,
+    RESOURCE_MANAGER,
+    REST_SERVER,
+)
 from millrace.runtime.io_executor import create_io_executor, shutdown_io_executor
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
@@ -74,15 +92,27 @@ class StandaloneSessionClusterEntrypoint:
         self._rpc: TcpRpcService | None = None
         self._io: ThreadPoolExecutor | None = None
         self._rest: DispatcherRestEndpoint | None = None
+        self._ha: HighAvailabilityServices | None = None
+        self._leader_endpoints: list[RpcEndpoint] = []
         self._files = ClusterFiles(configuration)
         self._info: ProcessInfo | None = None
         self.rpc_address = ""
         self.rest_url = ""
 
     def start(self) -> StandaloneSessionClusterEntrypoint:
-        """Start the RPC service, ResourceManager, Dispatcher and REST API; returns self."""
+        """Start the RPC service and contend for leadership; returns self.
+
+        Without HA this process leads at once: the ResourceManager, Dispatcher and REST API run
+        when this returns. With ZooKeeper they start whenever leadership is granted.
+
+        Raises:
+            ConfigError: For an invalid value or a missing TLS file.
+            HighAvailabilityError: If ZooKeeper does not answer.
+            OSError: If a port is taken.
+        """
         conf = self.configuration
         conf.validate()
+        _rest_tls_files(conf)  # a missing file fails now, not at the first leadership
         try:
             self._rpc = create_remote_rpc_service(
                 "jobmanager",
@@ -94,45 +124,84 @@ class StandaloneSessionClusterEntrypoint:
             self._rpc.set_fatal_error_handler(self.termination.on_fatal_error)
             self.rpc_address = self._rpc.authority
             self._io = create_io_executor()
-            resource_manager = ResourceManager(self._rpc, configuration=conf)
-            resource_manager.start()
-            dispatcher = Dispatcher(self._rpc, conf, resource_manager.address, self._io)
-            dispatcher.start()
-            app = create_rest_app(
-                dispatcher.get_self_gateway(DispatcherGateway),
-                resource_manager.get_self_gateway(ResourceManagerGateway),
-                control_message_codec(),
-                rest_token(self._rpc.secret),
-                max_body_bytes=conf.get(RpcOptions.FRAMESIZE),
-                timeout=conf.get(RpcOptions.ASK_TIMEOUT),
-                savepoint_targets=SavepointTargets.from_configuration(conf),
-                store_duration=conf.get(RestOptions.ASYNC_STORE_DURATION),
-            )
-            certificate, key = _rest_tls_files(conf)
-            self._rest = DispatcherRestEndpoint(
-                app,
-                conf.get(RestOptions.BIND_ADDRESS),
-                conf.get(RestOptions.PORT),
-                ssl_certificate=certificate,
-                ssl_key=key,
-            ).start()
+            self._ha = create_high_availability_services(conf)
+            self._ha.start_leader_election(self, self.rpc_address)
         except BaseException:
             self.close()
             raise
-        self.rest_url = self._rest.url
         self._info = ProcessInfo("jobmanager", os.getpid(), self.rpc_address, self.rest_url)
         self._files.register(self._info)
-        logger.info("JobManager at %s, REST API at %s", self.rpc_address, self.rest_url)
+        logger.info("JobManager at %s, REST API at %s", self.rpc_address, self.rest_url or "-")
         return self
 
+    # LeaderContender (the election's thread; without HA, ``start``'s) --------------------------
+
+    def grant_leadership(self, leader_session_id: str) -> None:
+        """Start the ResourceManager, the Dispatcher (which recovers the stored jobs) and the
+        REST API under ``leader_session_id``, then publish their addresses."""
+        conf, rpc, io, ha = self.configuration, self._rpc, self._io, self._ha
+        assert rpc is not None and io is not None and ha is not None
+        high_availability = not isinstance(ha, NoHighAvailabilityServices)
+        leader = ha.leader_services(leader_session_id) if high_availability else None
+        resource_manager = ResourceManager(rpc, configuration=conf)
+        resource_manager.start()
+        dispatcher = Dispatcher(rpc, conf, resource_manager.address, io, leader)
+        dispatcher.start()
+        self._leader_endpoints = [dispatcher, resource_manager]
+        app = create_rest_app(
+            dispatcher.get_self_gateway(DispatcherGateway),
+            resource_manager.get_self_gateway(ResourceManagerGateway),
+            control_message_codec(),
+            rest_token(rpc.secret),
+            max_body_bytes=conf.get(RpcOptions.FRAMESIZE),
+            timeout=conf.get(RpcOptions.ASK_TIMEOUT),
+            savepoint_targets=SavepointTargets.from_configuration(conf),
+            store_duration=conf.get(RestOptions.ASYNC_STORE_DURATION),
+        )
+        certificate, key = _rest_tls_files(conf)
+        self._rest = DispatcherRestEndpoint(
+            app,
+            conf.get(RestOptions.BIND_ADDRESS),
+            conf.get(RestOptions.PORT),
+            ssl_certificate=certificate,
+            ssl_key=key,
+        ).start()
+        self.rest_url = self._rest.url
+        if leader is not None:
+            leader.publish(RESOURCE_MANAGER, resource_manager.address)
+            leader.publish(DISPATCHER, dispatcher.address)
+            leader.publish(REST_SERVER, self.rest_url)
+        logger.info("leading (session %s); REST API at %s", leader_session_id, self.rest_url)
+
+    def revoke_leadership(self) -> None:
+        """Stop the REST API, the Dispatcher (suspending its jobs) and the ResourceManager."""
+        if self._rest is not None:
+            self._rest.close()
+            self._rest = None
+        self.rest_url = ""
+        endpoints, self._leader_endpoints = self._leader_endpoints, []
+        timeout = 3 * self.configuration.get(RpcOptions.ASK_TIMEOUT)
+        for endpoint in endpoints:
+            try:
+                endpoint.close_async().result(timeout=timeout)
+            except Exception as error:  # a stuck endpoint must not keep the standby from coming
+                logger.warning("stopping %s: %r", endpoint.endpoint_id, error)
+
     def close(self, timeout: float = 30.0) -> None:
-        """Stop the REST API, every endpoint (running jobs are cancelled) and the I/O threads.
+        """Give up leadership (HA: jobs suspended for the next leader), stop the REST API,
+        every endpoint (without HA, running jobs are cancelled) and the I/O threads.
 
         Idempotent.
         """
         if self._info is not None:
             self._files.unregister(self._info)
             self._info = None
+        if self._ha is not None:
+            ha, self._ha = self._ha, None
+            try:
+                ha.close()
+            except Exception as failure:
+                logger.warning("closing the high-availability services: %r", failure)
         if self._rest is not None:
             self._rest.close()
             self._rest = None

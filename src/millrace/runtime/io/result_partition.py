@@ -8,7 +8,6 @@ descriptors; records stay in the exchange store.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import Future
 
 from millrace.errors import PartitionNotFoundError
@@ -113,11 +112,12 @@ class ResultPartition:
         if not future.done():
             future.set_result(PartitionEvents(from_index, ()))
 
-    def release(self, fail: Callable[[Future[PartitionEvents]], None]) -> None:
-        """Drop the logs; ``fail`` completes every parked pull."""
+    def release(self, reason: str) -> None:
+        """Drop the logs; every parked pull fails with PartitionNotFoundError(``reason``)."""
         for waiting in self._waiting:
             for _, future in waiting:
-                fail(future)
+                if not future.done():
+                    future.set_exception(PartitionNotFoundError(self.partition_id, reason))
             waiting.clear()
         self._logs = [[] for _ in self._logs]
 

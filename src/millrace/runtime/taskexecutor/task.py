@@ -19,7 +19,7 @@ from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
 
-__all__ = ["Task", "load_invokable", "root_cause"]
+__all__ = ["Task", "join_tasks_then", "load_invokable", "root_cause"]
 
 logger = logging.getLogger(__name__)
 
@@ -150,3 +150,17 @@ class Task:
             else:
                 logger.error("task %s failed:\n%s", self.tdd.task_name, traceback.format_exc())
                 self._set(ExecutionState.FAILED, root_cause(error))
+
+
+def join_tasks_then(tasks: list[Task], timeout: float, then: Callable[[], None], name: str) -> None:
+    """On a thread of its own: wait for ``tasks`` to end (``timeout`` s for all together,
+    logging those that did not), then call ``then``. Never blocks the caller."""
+
+    def join_all() -> None:
+        deadline = time.monotonic() + timeout
+        for task in tasks:
+            if not task.join(timeout=max(0.0, deadline - time.monotonic())):
+                logger.warning("task %s did not stop within %.0f s", task.tdd.task_name, timeout)
+        then()
+
+    threading.Thread(target=join_all, name=name, daemon=True).start()

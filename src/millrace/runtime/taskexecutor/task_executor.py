@@ -1,9 +1,10 @@
 """TaskExecutor: the endpoint of a TaskManager (seed 000, 003; Flink's TaskExecutor).
 
 It registers at the ResourceManager (retrying with back-off until AcknowledgeRegistration or
-AlreadyRegistered), allocates slots on the ResourceManager's request and offers them to the
-JobMaster, runs submitted tasks on their own threads, and holds their result partitions, which
-consumer tasks pull with long polls.
+AlreadyRegistered; under high availability at the leader the leader retrieval names, anew at
+each new leader, failing the former one's tasks), allocates slots on the ResourceManager's
+request and offers them to the JobMaster, runs submitted tasks on their own threads, and holds
+their result partitions, which consumer tasks pull with long polls.
 
 Tasks touch the endpoint only through ``run_async`` (partition appends, state reports); all
 endpoint state lives on the main thread.
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -27,7 +26,7 @@ from millrace.config import (
     ExecutionOptions,
     HeartbeatOptions,
 )
-from millrace.errors import PartitionNotFoundError, SlotAllocationError
+from millrace.errors import FencingTokenError, PartitionNotFoundError, SlotAllocationError
 from millrace.rpc import RpcEndpoint, RpcService
 from millrace.runtime.deployment import (
     Acknowledge,
@@ -37,6 +36,7 @@ from millrace.runtime.deployment import (
     TaskOperationResult,
 )
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
+from millrace.runtime.highavailability.leader_retrieval import LeaderInformation
 from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.io.partition_events import PartitionEvent, PartitionEvents
@@ -55,7 +55,7 @@ from millrace.runtime.taskexecutor.job_manager_connection import (
     RpcCheckpointResponder,
 )
 from millrace.runtime.taskexecutor.partition_client import partition_poll
-from millrace.runtime.taskexecutor.task import Task
+from millrace.runtime.taskexecutor.task import Task, join_tasks_then
 from millrace.runtime.taskexecutor.task_environment import TaskEnvironment
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 from millrace.runtime.taskexecutor.task_runtime import TaskRuntime
@@ -85,7 +85,8 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
     Args:
         rpc_service: Service to run on.
         configuration: Cluster configuration (slots, io.tmp.dirs, poll timeout).
-        resource_manager_address: Where to register.
+        resource_manager_address: Where to register; None under high availability until
+            :meth:`notify_leader_address` names the leader.
         task_runtime: The data plane the tasks run on (started by the creator; tasks wait for
             its session on their own threads).
         resource_id: Identity of this TaskManager (generated if None).
@@ -98,7 +99,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         self,
         rpc_service: RpcService,
         configuration: Configuration,
-        resource_manager_address: str,
+        resource_manager_address: str | None,
         task_runtime: TaskRuntime,
         resource_id: ResourceId | None = None,
     ) -> None:
@@ -106,6 +107,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         super().__init__(rpc_service, self.resource_id)
         self._configuration = configuration
         self._rm_address = resource_manager_address
+        self._leader_session: str | None = None  # HA: slots go only to this leader's JobMasters
         self._task_runtime = task_runtime
         self._slots = TaskSlotTable(configuration.get(ClusterOptions.NUM_TASK_SLOTS))
         self._poll_timeout = configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
@@ -142,34 +144,39 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             self._release_all_partitions(None)
             return None
         stopped: Future[None] = Future()
-
-        def join_then_release() -> None:
-            deadline = time.monotonic() + _TASK_STOP_TIMEOUT
-            for task in tasks:
-                if not task.join(timeout=max(0.0, deadline - time.monotonic())):
-                    logger.warning(
-                        "task %s did not stop within %.0f s",
-                        task.tdd.task_name,
-                        _TASK_STOP_TIMEOUT,
-                    )
-            self.run_async(functools.partial(self._release_all_partitions, stopped))
-
-        threading.Thread(
-            target=join_then_release, name=f"{self.resource_id}-stopping", daemon=True
-        ).start()
+        join_tasks_then(
+            tasks,
+            _TASK_STOP_TIMEOUT,
+            lambda: self.run_async(functools.partial(self._release_all_partitions, stopped)),
+            f"{self.resource_id}-stopping",
+        )
         return stopped
 
     def _release_all_partitions(self, stopped: Future[None] | None) -> None:
-        for partition_id, partition in self._partitions.items():
-            error = PartitionNotFoundError(partition_id, "released: the TaskManager stopped")
-            partition.release(functools.partial(_fail_pull, error=error))
+        for partition in self._partitions.values():
+            partition.release("released: the TaskManager stopped")
         self._partitions.clear()
         if stopped is not None:
             stopped.set_result(None)
 
     # Registration (seed 000) -------------------------------------------------------------------
 
+    def notify_leader_address(self, leader: LeaderInformation | None) -> None:
+        """HA, main thread (via ``run_async``): a new ResourceManager leader (None: none now).
+        A former leader's JobMasters lose their tasks and slots; registers at the new one."""
+        if leader is None or leader.leader_session_id == self._leader_session:
+            return
+        self._leader_session = leader.leader_session_id
+        self._rm_address = leader.address
+        for job_id, connection in list(self._job_masters.items()):
+            if connection.job_master_id != leader.leader_session_id:
+                self._disconnect_job_manager(job_id, "another JobManager leads now")
+        self._registration, self._resource_manager = None, None
+        self._register()
+
     def _register(self) -> None:
+        if self._rm_address is None:
+            return  # high availability: no leader known yet
         connecting = self.rpc_service.connect(self._rm_address, ResourceManagerGateway)
         self.on_main_thread(connecting, self._connected_to_resource_manager)
 
@@ -211,7 +218,6 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         self._backoff = min(self._backoff * 2, _REGISTRATION_BACKOFF[1])
 
     # DeathWatch (seed 000) -----------------------------------------------------------------------
-
     def heartbeat_from_resource_manager(self, resource_manager_id: str) -> None:
         self._last_rm_heartbeat = self.clock.monotonic()
         if self._resource_manager is not None and self.registered:
@@ -284,6 +290,8 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         job_master_id: JobMasterId,
         timeout: float | None = None,
     ) -> Acknowledge:
+        if self._leader_session is not None and job_master_id != self._leader_session:
+            raise FencingTokenError(self.endpoint_id, self._leader_session, job_master_id)
         self._slots.allocate(slot_index, job_id, allocation_id, job_master_address)
         connection = self._job_masters.get(job_id)
         if connection is None or connection.job_master_id != job_master_id:
@@ -487,11 +495,4 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
 
     def release_partitions(self, job_id: JobId) -> None:
         for pid in [p for p, part in self._partitions.items() if part.job_id == job_id]:
-            error = PartitionNotFoundError(pid, f"released with job {job_id}")
-            self._partitions.pop(pid).release(functools.partial(_fail_pull, error=error))
-
-
-def _fail_pull(pull: Future[PartitionEvents], error: BaseException) -> None:
-    """Fail a parked partition pull with ``error`` unless it is done already."""
-    if not pull.done():
-        pull.set_exception(error)
+            self._partitions.pop(pid).release(f"released with job {job_id}")

@@ -7,19 +7,36 @@ and runs one warm-up job first; then the TaskExecutor registers at
 ``tcp://<jobmanager>/resourcemanager``, so its slots are offered only when they can run.
 The TaskExecutor keeps registering for as long as the JobManager is unreachable; an unexpected
 error in it stops the process with exit code 1 (escalation to the process's supervisor).
+
+With ``high-availability.type: zookeeper`` the JobManager is not given: the ResourceManager's
+leader is retrieved from ZooKeeper (a watch on its ``connection_info``), and each new leader is
+handed to the TaskExecutor, which fails the former leader's tasks and registers anew.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from concurrent.futures import Future
 from typing import Any
 
-from millrace.config import Configuration, RpcOptions, TaskManagerOptions
+from millrace.config import (
+    Configuration,
+    HighAvailabilityMode,
+    HighAvailabilityOptions,
+    RpcOptions,
+    TaskManagerOptions,
+)
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
 from millrace.runtime.entrypoint.process_termination import ProcessTermination
+from millrace.runtime.highavailability.leader_retrieval import ZooKeeperLeaderRetrieval
+from millrace.runtime.highavailability.zookeeper_client import (
+    start_zookeeper_client,
+    stop_zookeeper_client,
+)
+from millrace.runtime.highavailability.zookeeper_paths import RESOURCE_MANAGER, ZooKeeperPaths
 from millrace.runtime.rpc_utils import create_remote_rpc_service
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.runtime.taskexecutor.task_runtime import TaskRuntime
@@ -35,7 +52,8 @@ class TaskManagerRunner:
 
     Args:
         configuration: The TaskManager's configuration (validated by ``start``).
-        jobmanager: ``host:port`` of the JobManager's RPC service.
+        jobmanager: ``host:port`` of the JobManager's RPC service (ignored with ZooKeeper HA:
+            the leader is retrieved).
         task_runtime: The process's data plane (``SparkTaskRuntime`` with warm-up: the
             TaskManager registers once it ran a first job).
         termination: Receives fatal errors (a new one if None).
@@ -66,6 +84,8 @@ class TaskManagerRunner:
         self._files = ClusterFiles(configuration)
         self._info: ProcessInfo | None = None
         self.task_executor: TaskExecutor | None = None
+        self._zookeeper: Any = None  # kazoo client under high availability
+        self._retrieval: ZooKeeperLeaderRetrieval | None = None
 
     def start(self) -> TaskManagerRunner:
         """Start Spark (in the background), the RPC service and the TaskExecutor."""
@@ -78,12 +98,15 @@ class TaskManagerRunner:
             port=conf.get(TaskManagerOptions.RPC_PORT),
         )
         self._rpc.set_fatal_error_handler(self.termination.on_fatal_error)
+        high_availability = conf.get(HighAvailabilityOptions.TYPE) is HighAvailabilityMode.ZOOKEEPER
+        if high_availability:
+            self._zookeeper = start_zookeeper_client(conf)
         self._runtime.start()
         port = self._rpc.authority.rsplit(":", 1)[1]
         self.task_executor = TaskExecutor(
             self._rpc,
             conf,
-            f"tcp://{self.jobmanager}/resourcemanager",
+            None if high_availability else f"tcp://{self.jobmanager}/resourcemanager",
             self._runtime,
             ResourceId(f"taskmanager-{port}-{new_id()[:6]}"),
         )
@@ -111,12 +134,28 @@ class TaskManagerRunner:
                 self.task_executor.start()
             except RuntimeError:  # the process is stopping: the service closed meanwhile
                 logger.info("not starting the TaskExecutor: the TaskManager stops")
+                return
+            if self._zookeeper is not None:
+                executor = self.task_executor
+                self._retrieval = ZooKeeperLeaderRetrieval(
+                    self._zookeeper,
+                    ZooKeeperPaths.from_configuration(self.configuration),
+                    RESOURCE_MANAGER,
+                    lambda leader: executor.run_async(
+                        functools.partial(executor.notify_leader_address, leader)
+                    ),
+                )
 
     def close(self) -> None:
         """Cancel the tasks, stop the endpoint and Spark with its JVM. Idempotent."""
         if self._info is not None:
             self._files.unregister(self._info)
             self._info = None
+        if self._retrieval is not None:
+            self._retrieval.stop()
+        if self._zookeeper is not None:
+            client, self._zookeeper = self._zookeeper, None
+            stop_zookeeper_client(client)
         if self._rpc is not None:
             rpc, self._rpc = self._rpc, None
             timeout = 3 * self.configuration.get(RpcOptions.ASK_TIMEOUT)
