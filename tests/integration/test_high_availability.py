@@ -75,10 +75,18 @@ class HaCluster:
         self.configuration = Configuration(self.cluster.settings)
         self.paths = ZooKeeperPaths.from_configuration(self.configuration)
         self.zookeeper = start_zookeeper_client(self.configuration)
+        self.rest_ports: dict[int, str] = {}
 
     def start_jobmanager(self) -> ClusterProcess:
         ports = {"jobmanager.rpc.port": str(free_port()), "rest.port": str(free_port())}
-        return self.cluster._start("jobmanager", ["cluster", "start", "--foreground"], ports)
+        started = self.cluster._start("jobmanager", ["cluster", "start", "--foreground"], ports)
+        self.rest_ports[started.pid] = ports["rest.port"]
+        return started
+
+    def leader(self, processes: list[ClusterProcess]) -> ClusterProcess:
+        """Which of ``processes`` leads now (its REST port is the published one)."""
+        port = self.leader_rest().rsplit(":", 1)[1]
+        return next(p for p in processes if self.rest_ports[p.pid] == port)
 
     def leader_rest(self, timeout: float = WAIT) -> str:
         """The REST URL the current leader published."""
@@ -121,6 +129,28 @@ def running_everywhere(job: dict[str, Any]) -> bool:
     )
 
 
+def start_job(spark, flights_dir: Path, ha_cluster: HaCluster, work: Path, taskmanagers: int = 2):
+    """TaskManagers registered, and the held flight-delays job's graph: (graph, gate, out)."""
+    cluster = ha_cluster.cluster
+    for _ in range(taskmanagers):
+        cluster.start_taskmanager(slots=2)
+    cluster.wait_until(
+        lambda: len(ha_cluster.rest("/taskmanagers")["taskmanagers"]) == taskmanagers,
+        what=f"{taskmanagers} TaskManagers registered at the leader",
+    )
+    conf = Configuration({**cluster.settings, "parallelism.default": 2})
+    env = StreamExecutionEnvironment(conf, spark)
+    gate, out = work / "december", work / "out"
+    build_flight_delays_held(env, flights_dir, out, gate)
+    return env.get_job_graph("flight-delays-ha"), gate, out
+
+
+def committed(process: ClusterProcess, work: Path) -> int:
+    """How many checkpoint commits the JobManager ``process`` logged (its INFO log file)."""
+    logs = list((work / "tmp" / "log").glob(f"jobmanager-*-{process.pid}.log"))
+    return sum(log.read_text(errors="replace").count(": committed checkpoint") for log in logs)
+
+
 def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exactly(
     spark, flights_dir, ha_cluster, tmp_path
 ) -> None:
@@ -128,14 +158,7 @@ def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exact
     first = ha_cluster.start_jobmanager()
     leader_rest = ha_cluster.leader_rest()
     second = ha_cluster.start_jobmanager()
-    for _ in range(2):
-        cluster.start_taskmanager(slots=2)
-    cluster.wait_until(lambda: len(ha_cluster.rest("/taskmanagers")["taskmanagers"]) == 2)
-    conf = Configuration({**cluster.settings, "parallelism.default": 2})
-    env = StreamExecutionEnvironment(conf, spark)
-    gate = tmp_path / "december"
-    build_flight_delays_held(env, flights_dir, tmp_path / "out", gate)
-    graph = env.get_job_graph("flight-delays-ha")
+    graph, gate, out = start_job(spark, flights_dir, ha_cluster, tmp_path)
     with cluster.remote() as client:
         waiting = client.job_client.submit_job_wait(graph)
         cluster.wait_until(
@@ -163,9 +186,7 @@ def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exact
 
     assert second.process.poll() is None, second.output()[-3000:]
     assert isinstance(result, JobResultSuccess), result
-    assert_same_result(
-        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
-    )
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
     # the finished job is recorded, and its HA data gone: no leader runs it again
     cluster.wait_until(
         lambda: (
@@ -175,3 +196,128 @@ def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exact
         what="a clean job result entry",
     )
     assert not ha_cluster.zookeeper.exists(ha_cluster.paths.job_graph(graph.job_id))
+
+
+def test_a_leader_frozen_past_its_session_timeout_wakes_as_a_standby_and_commits_nothing(
+    spark, flights_dir, ha_cluster, tmp_path
+) -> None:
+    cluster = ha_cluster.cluster
+    first = ha_cluster.start_jobmanager()
+    leader_rest = ha_cluster.leader_rest()
+    second = ha_cluster.start_jobmanager()
+    graph, gate, out = start_job(spark, flights_dir, ha_cluster, tmp_path)
+    with cluster.remote() as client:
+        waiting = client.job_client.submit_job_wait(graph)
+        cluster.wait_until(
+            lambda: len(ha_cluster.completed_checkpoints(graph.job_id)) >= 1,
+            what="a checkpoint completed in ZooKeeper",
+        )
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            cluster.wait_until(
+                lambda: ha_cluster.leader_rest(timeout=1) != leader_rest,
+                what="the standby leading while the leader is frozen",
+            )
+            cluster.wait_until(
+                lambda: running_everywhere(ha_cluster.job(graph.job_id)),
+                what="the job running on the new leader",
+            )
+            commits_before_waking = committed(first, tmp_path)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+        cluster.wait_until(
+            lambda: "revoked" in first.output(), what="the thawed leader giving up its leadership"
+        )
+        gate.touch()  # December may go on
+        result = result_within(waiting, WAIT, what="the job's result from the new leader")
+
+    assert isinstance(result, JobResultSuccess), result
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    assert first.process.poll() is None, "the former leader stays, as a standby"
+    assert second.process.poll() is None
+    assert committed(first, tmp_path) == commits_before_waking, "the former leader committed"
+    assert ha_cluster.leader_rest() != leader_rest
+
+
+def test_three_jobmanagers_survive_two_leader_kills_and_a_finished_job_never_runs_again(
+    spark, flights_dir, ha_cluster, tmp_path
+) -> None:
+    cluster = ha_cluster.cluster
+    jobmanagers = [ha_cluster.start_jobmanager()]
+    ha_cluster.leader_rest()
+    jobmanagers += [ha_cluster.start_jobmanager(), ha_cluster.start_jobmanager()]
+    graph, gate, out = start_job(spark, flights_dir, ha_cluster, tmp_path)
+    with cluster.remote() as client:
+        waiting = client.job_client.submit_job_wait(graph)
+        for kill in range(2):
+            leader_rest = ha_cluster.leader_rest()
+            checkpoints = ha_cluster.completed_checkpoints(graph.job_id)
+            cluster.wait_until(
+                lambda c=checkpoints: set(ha_cluster.completed_checkpoints(graph.job_id)) - set(c),
+                what=f"a new checkpoint before kill {kill + 1}",
+            )
+            leader = ha_cluster.leader(jobmanagers)
+            os.killpg(leader.pid, signal.SIGKILL)
+            leader.process.wait(timeout=30)
+            jobmanagers.remove(leader)
+            cluster.wait_until(
+                lambda r=leader_rest: ha_cluster.leader_rest(timeout=1) != r,
+                what=f"a new leader after kill {kill + 1}",
+            )
+            cluster.wait_until(
+                lambda: running_everywhere(ha_cluster.job(graph.job_id)),
+                what=f"the job running again after kill {kill + 1}",
+            )
+        gate.touch()
+        result = result_within(waiting, WAIT, what="the job's result from the third leader")
+    assert isinstance(result, JobResultSuccess), result
+    expected = expected_flight_delays(read_flights(flights_dir))
+    assert_same_result(read_output(out), expected)
+
+    # A finished job is never run again: one more failover, and the new leader only reports it.
+    cluster.wait_until(
+        lambda: any((tmp_path / "ha").rglob(f"job-result-store/{graph.job_id}.msgpack")),
+        what="a clean job result entry",
+    )
+    written = sorted(p.name for p in out.rglob("*.parquet"))
+    fresh = ha_cluster.start_jobmanager()
+    os.killpg(jobmanagers[0].pid, signal.SIGKILL)
+    cluster.wait_until(
+        lambda: ha_cluster.job(graph.job_id).get("state") == "FINISHED",
+        what="the new leader reporting the finished job",
+    )
+    time.sleep(3)  # a job wrongly recovered would be deploying by now
+    assert ha_cluster.job(graph.job_id)["state"] == "FINISHED"
+    assert sorted(p.name for p in out.rglob("*.parquet")) == written
+    assert_same_result(read_output(out), expected)
+    assert fresh.process.poll() is None
+
+
+def test_a_zookeeper_restart_mid_job_loses_no_job_and_runs_none_twice(
+    spark, flights_dir, ha_cluster, tmp_path, zookeeper
+) -> None:
+    cluster = ha_cluster.cluster
+    ha_cluster.start_jobmanager()
+    leader_rest = ha_cluster.leader_rest()
+    ha_cluster.start_jobmanager()
+    graph, gate, out = start_job(spark, flights_dir, ha_cluster, tmp_path)
+    with cluster.remote() as client:
+        waiting = client.job_client.submit_job_wait(graph)
+        cluster.wait_until(
+            lambda: len(ha_cluster.completed_checkpoints(graph.job_id)) >= 1,
+            what="a checkpoint completed in ZooKeeper",
+        )
+        zookeeper.restart()
+        cluster.wait_until(
+            lambda: (
+                len(ha_cluster.completed_checkpoints(graph.job_id)) >= 1
+                and ha_cluster.job(graph.job_id).get("state") == "RUNNING"
+            ),
+            what="ZooKeeper back and the job running",
+        )
+        gate.touch()
+        result = result_within(waiting, WAIT, what="the job's result")
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts == 0, "a suspended ZooKeeper connection restarted the job"
+    assert ha_cluster.leader_rest() == leader_rest, "the leadership moved"
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
