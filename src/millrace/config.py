@@ -791,7 +791,7 @@ class HighAvailabilityOptions:
         "high-availability.zookeeper.client.retry-wait",
         1.0,
         "First wait between retries of a failed ZooKeeper operation (doubles on each retry).",
-        minimum=0.0,
+        minimum=0.01,
     )
     MAX_RETRY_ATTEMPTS = _int(
         "high-availability.zookeeper.client.max-retry-attempts",

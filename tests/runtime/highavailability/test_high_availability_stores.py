@@ -325,33 +325,11 @@ def test_a_former_leaders_writes_are_refused_and_change_nothing_in_zookeeper(
     assert s.successor.job_result_store().results() == s.results_before
 
 
-def leadership_lost_xfail_when_expired(request: pytest.FixtureRequest) -> None:
-    # BUG (src/millrace/runtime/highavailability/job_graph_store.py ZooKeeperJobGraphStore._put
-    # and _remove, completed_checkpoint_store.py ZooKeeperCheckpointStore._add and _shutdown):
-    # they read ZooKeeper (ensure_path, exists, get, get_children) before the fenced commit, so
-    # a leader whose session just expired gets HighAvailabilityError(SessionExpiredError)
-    # instead of
-    # LeadershipLostError until kazoo has connected a new session (0.6-1.4 s with the default
-    # retry wait). Fix: check the term first (election._node_of / check_leadership) in the
-    # stores' public methods, before any I/O.
-    if request.node.callspec.id == "expired":
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="BUG: stores read ZooKeeper before the fence; SessionExpiredError "
-                "surfaces as HighAvailabilityError, not LeadershipLostError",
-                raises=AssertionError,
-                strict=True,
-            )
-        )
-
-
 def test_a_former_leaders_writes_raise_leadership_lost(
     jobmanagers: JobManagers,
     observer: KazooClient,
     lose: Loss,
-    request: pytest.FixtureRequest,
 ) -> None:
-    leadership_lost_xfail_when_expired(request)
     s = succession(jobmanagers, observer, lose)
     graphs = s.former.leader.job_graph_store()
     checkpoints = s.former.leader.checkpoint_store(s.job)
@@ -376,18 +354,8 @@ def test_a_former_leaders_writes_raise_leadership_lost(
     assert raised == dict.fromkeys(writes, "LeadershipLostError")
 
 
-# BUG (src/millrace/runtime/highavailability/job_graph_store.py, ZooKeeperJobGraphStore._put,
-# first two lines): the payload is written to the fixed path ``jobgraphs/<job-id>.msgpack``
-# before the fenced commit. A former leader's refused put of a job the successor recovers
-# therefore replaces the very file the successor's znode points to: the successor recovers the
-# former leader's graph. Fix (Flink's ZooKeeperStateHandleStore): write the payload under a
-# fresh name (``<job-id>-<new_id()>.msgpack``), commit the pointer, then delete the payload the
-# old pointer named; on a refused commit delete the new payload.
-@pytest.mark.xfail(
-    reason="BUG: a former leader's refused put overwrites the stored job graph payload",
-    raises=AssertionError,
-    strict=True,
-)
+# A former leader's refused put of a job the successor recovers leaves the successor's graph
+# (the payload goes under a fresh name; its pointer is committed fenced).
 def test_a_former_leaders_put_of_a_known_job_leaves_the_stored_graph_alone(
     jobmanagers: JobManagers, observer: KazooClient, lose: Loss
 ) -> None:
@@ -398,13 +366,7 @@ def test_a_former_leaders_put_of_a_known_job_leaves_the_stored_graph_alone(
     assert s.successor.job_graph_store().recover(s.job) == s.original
 
 
-# BUG (same place): a refused put leaves its payload behind in the HA storage directory (an
-# orphan nobody removes). Fix: as above, delete the new payload when the commit is refused.
-@pytest.mark.xfail(
-    reason="BUG: a former leader's refused put leaves an orphaned payload file",
-    raises=AssertionError,
-    strict=True,
-)
+# A refused put leaves no payload behind in the HA storage directory.
 def test_a_former_leaders_refused_put_leaves_no_payload(
     jobmanagers: JobManagers, observer: KazooClient, lose: Loss
 ) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Protocol
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import NoNodeError
 
+from millrace.runtime.highavailability.leader_election import Fence
 from millrace.runtime.highavailability.zookeeper_client import zookeeper_errors
 from millrace.runtime.highavailability.zookeeper_paths import ZooKeeperPaths
 from millrace.types import JobId
@@ -74,7 +74,7 @@ class ZooKeeperCheckpointStore:
         client: A started kazoo client.
         paths: The cluster's znodes.
         job_id: The job.
-        fenced: Commits a transaction after checking the leader's latch.
+        fence: The leadership term the writes belong to.
     """
 
     def __init__(
@@ -82,12 +82,12 @@ class ZooKeeperCheckpointStore:
         client: KazooClient,
         paths: ZooKeeperPaths,
         job_id: JobId,
-        fenced: Callable[[Callable[[TransactionRequest], None]], None],
+        fence: Fence,
     ) -> None:
         self._client = client
         self._paths = paths
         self._job_id = job_id
-        self._fenced = fenced
+        self._fence = fence
 
     def _ids(self) -> list[int]:
         try:
@@ -115,7 +115,7 @@ class ZooKeeperCheckpointStore:
             for old in dropped:
                 t.delete(paths.checkpoint(job_id, old))
 
-        self._fenced(build)
+        self._fence.commit(build)
 
     def _latest(self) -> tuple[int, str] | None:
         ids = self._ids()
@@ -148,12 +148,13 @@ class ZooKeeperCheckpointStore:
                 t.delete(counter)
             t.delete(job)
 
-        self._fenced(build)
+        self._fence.commit(build)
 
     # Public: kazoo's errors become HighAvailabilityError -----------------------------------
 
     def add(self, checkpoint_id: int, location: str, retained: int) -> None:
-        with zookeeper_errors(f"job {self._job_id}: completing checkpoint {checkpoint_id}"):
+        what = f"job {self._job_id}: completing checkpoint {checkpoint_id}"
+        with self._fence.writing(what), zookeeper_errors(what):
             self._add(checkpoint_id, location, retained)
 
     def latest(self) -> tuple[int, str] | None:
@@ -165,5 +166,6 @@ class ZooKeeperCheckpointStore:
             return self._next_checkpoint_id()
 
     def shutdown(self) -> None:
-        with zookeeper_errors(f"job {self._job_id}: removing its checkpoints"):
+        what = f"job {self._job_id}: removing its checkpoints"
+        with self._fence.writing(what), zookeeper_errors(what):
             self._shutdown()

@@ -8,7 +8,6 @@ election, leader retrieval, and stores whose writes are fenced by the leader's l
 
 from __future__ import annotations
 
-import functools
 from typing import Protocol
 
 from kazoo.client import KazooClient
@@ -32,6 +31,7 @@ from millrace.runtime.highavailability.job_result_store import (
     NoJobResultStore,
 )
 from millrace.runtime.highavailability.leader_election import (
+    Fence,
     LeaderContender,
     ZooKeeperLeaderElection,
 )
@@ -133,14 +133,14 @@ class _ZooKeeperLeaderServices:
         election = services.election
         assert election is not None, "leader services before the election started"
         self._election = election
-        self._fenced = functools.partial(election.commit_fenced, leader_session_id)
+        self._fence = Fence(election, leader_session_id)
 
     def check_leadership(self) -> None:
-        self._election.check_leadership(self.leader_session_id)
+        self._fence.check()
 
     def job_graph_store(self) -> JobGraphStore:
         s = self._services
-        return ZooKeeperJobGraphStore(s.client, s.paths, s.storage, s.codec, self._fenced)
+        return ZooKeeperJobGraphStore(s.client, s.paths, s.storage, s.codec, self._fence)
 
     def job_result_store(self) -> JobResultStore:
         return FileSystemJobResultStore(
@@ -149,7 +149,7 @@ class _ZooKeeperLeaderServices:
 
     def checkpoint_store(self, job_id: JobId) -> CompletedCheckpointStore:
         return ZooKeeperCheckpointStore(
-            self._services.client, self._services.paths, job_id, self._fenced
+            self._services.client, self._services.paths, job_id, self._fence
         )
 
     def publish(self, component: str, address: str) -> None:

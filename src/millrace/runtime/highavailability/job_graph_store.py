@@ -7,26 +7,23 @@ directory; without HA the store keeps nothing (jobs live as long as their JobMan
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Protocol
 
-from kazoo.client import KazooClient, TransactionRequest
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from millrace.errors import HighAvailabilityError
 from millrace.rpc.message_codec import MessageCodec
 from millrace.runtime.highavailability.ha_storage import HaStorage
+from millrace.runtime.highavailability.leader_election import Fence
 from millrace.runtime.highavailability.zookeeper_client import zookeeper_errors
 from millrace.runtime.highavailability.zookeeper_paths import ZooKeeperPaths
 from millrace.runtime.jobgraph import JobGraph
-from millrace.types import JobId
+from millrace.types import JobId, new_id
 
 __all__ = ["JobGraphStore", "NoJobGraphStore", "ZooKeeperJobGraphStore"]
 
 logger = logging.getLogger(__name__)
-
-FencedCommit = Callable[[Callable[[TransactionRequest], None]], None]
-"""Commits a transaction after checking the leader's latch (``commit_fenced`` of a session)."""
 
 
 class JobGraphStore(Protocol):
@@ -73,7 +70,11 @@ class ZooKeeperJobGraphStore:
         paths: The cluster's znodes.
         storage: The HA storage directory.
         codec: Encodes a JobGraph (the control-message codec).
-        fenced: Commits the leader's transactions (None: read-only, e.g. a standby).
+        fence: The leadership term the writes belong to (None: read-only, e.g. a standby).
+
+    A payload is written under a fresh name before its pointer is committed, and the payload
+    the pointer named before is removed only after the commit: a former leader's refused put
+    changes nothing a successor reads (Flink's ZooKeeperStateHandleStore).
     """
 
     def __init__(
@@ -82,40 +83,51 @@ class ZooKeeperJobGraphStore:
         paths: ZooKeeperPaths,
         storage: HaStorage,
         codec: MessageCodec,
-        fenced: FencedCommit | None,
+        fence: Fence | None,
     ) -> None:
         self._client = client
         self._paths = paths
         self._storage = storage
         self._codec = codec
-        self._fenced = fenced
+        self._fence = fence
 
-    def _commit(self, build: Callable[[TransactionRequest], None]) -> None:
-        if self._fenced is None:
+    def _writer(self) -> Fence:
+        if self._fence is None:
             raise HighAvailabilityError("the job graph store is read-only here (not the leader)")
-        self._fenced(build)
+        return self._fence
 
-    def _put(self, job_graph: JobGraph) -> None:
+    def _put(self, job_graph: JobGraph, fence: Fence) -> None:
         job_id = job_graph.job_id
-        payload = self._storage.path("jobgraphs", f"{job_id}.msgpack")
+        payload = self._storage.path("jobgraphs", f"{job_id}-{new_id()[:8]}.msgpack")
         self._storage.write(payload, self._codec.encode(job_graph))
-        self._client.ensure_path(self._paths.job_graphs)
         node = self._paths.job_graph(job_id)
-        exists = self._client.exists(node) is not None
-        self._commit(
-            lambda t: (
-                t.set_data(node, payload.encode()) if exists else t.create(node, payload.encode())
+        try:
+            self._client.ensure_path(self._paths.job_graphs)
+            try:
+                former: str | None = self._client.get(node)[0].decode()
+            except NoNodeError:
+                former = None
+            fence.commit(
+                lambda t: (
+                    t.set_data(node, payload.encode())
+                    if former is not None
+                    else t.create(node, payload.encode())
+                )
             )
-        )
+        except BaseException:
+            self._storage.remove(payload)
+            raise
+        if former is not None and former != payload:
+            self._storage.remove(former)
         logger.info("job graph %s stored at %s", job_id, payload)
 
-    def _remove(self, job_id: JobId) -> None:
+    def _remove(self, job_id: JobId, fence: Fence) -> None:
         node = self._paths.job_graph(job_id)
         try:
             data, _ = self._client.get(node)
         except NoNodeError:
             return
-        self._commit(lambda t: t.delete(node))
+        fence.commit(lambda t: t.delete(node))
         self._storage.remove(data.decode())
 
     def _job_ids(self) -> list[JobId]:
@@ -139,12 +151,16 @@ class ZooKeeperJobGraphStore:
     # Public: kazoo's errors become HighAvailabilityError -----------------------------------
 
     def put(self, job_graph: JobGraph) -> None:
-        with zookeeper_errors(f"storing the job graph of {job_graph.job_id}"):
-            self._put(job_graph)
+        what = f"storing the job graph of {job_graph.job_id}"
+        fence = self._writer()
+        with fence.writing(what), zookeeper_errors(what):
+            self._put(job_graph, fence)
 
     def remove(self, job_id: JobId) -> None:
-        with zookeeper_errors(f"removing the job graph of {job_id}"):
-            self._remove(job_id)
+        what = f"removing the job graph of {job_id}"
+        fence = self._writer()
+        with fence.writing(what), zookeeper_errors(what):
+            self._remove(job_id, fence)
 
     def job_ids(self) -> list[JobId]:
         with zookeeper_errors("listing the job graphs"):

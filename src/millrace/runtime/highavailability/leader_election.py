@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
@@ -28,7 +29,7 @@ from millrace.errors import HighAvailabilityError, LeadershipLostError
 from millrace.runtime.highavailability.zookeeper_paths import ZooKeeperPaths
 from millrace.types import new_id
 
-__all__ = ["LeaderContender", "ZooKeeperLeaderElection", "connection_info_bytes"]
+__all__ = ["Fence", "LeaderContender", "ZooKeeperLeaderElection", "connection_info_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,8 @@ class ZooKeeperLeaderElection:
             self._revoked.clear()
             lock = self._client.Lock(self._paths.latch, self._identifier)
             self._lock = lock
+            if self._closed.is_set():  # closed before this lock could be cancelled
+                break
             try:
                 acquired = lock.acquire()
             except Exception as error:  # session lost, connection loss, cancelled by close
@@ -197,7 +200,8 @@ class ZooKeeperLeaderElection:
             stat = self._client.exists(node)
         except KazooException as error:
             raise LeadershipLostError(leader_session_id, f"ZooKeeper: {error!r}") from error
-        if stat is None or stat.ephemeralOwner != self._client.client_id[0]:
+        session = self._client.client_id  # None while disconnected
+        if stat is None or session is None or stat.ephemeralOwner != session[0]:
             raise LeadershipLostError(leader_session_id, f"the latch {node} is gone")
 
     def commit_fenced(
@@ -259,3 +263,45 @@ class ZooKeeperLeaderElection:
                 self.commit_fenced(leader_session_id, lambda t: t.delete(path))
             except HighAvailabilityError as error:
                 logger.info("leaving %s: %s", path, error)
+
+
+class Fence:
+    """One leadership term's guard of the HA writes (the stores hold one).
+
+    Args:
+        election: The process's election.
+        leader_session_id: The term.
+
+    Threading:
+        Any thread (blocks on ZooKeeper).
+    """
+
+    def __init__(self, election: ZooKeeperLeaderElection, leader_session_id: str) -> None:
+        self._election = election
+        self.leader_session_id = leader_session_id
+
+    def check(self) -> None:
+        """Raises LeadershipLostError unless this term still holds the latch."""
+        self._election.check_leadership(self.leader_session_id)
+
+    def commit(self, build: Callable[[TransactionRequest], None]) -> None:
+        """A transaction ``build`` fills, after a check of the latch (``commit_fenced``)."""
+        self._election.commit_fenced(self.leader_session_id, build)
+
+    @contextmanager
+    def writing(self, what: str) -> Iterator[None]:
+        """A write of this term: refused at once if the term ended; a failure inside is
+        LeadershipLostError if the term ended meanwhile, else HighAvailabilityError.
+
+        Raises:
+            LeadershipLostError: If this term does not lead (checked before any I/O).
+            HighAvailabilityError: If the write failed while the term still leads.
+        """
+        self._election._node_of(self.leader_session_id)
+        try:
+            yield
+        except LeadershipLostError:
+            raise
+        except (KazooException, HighAvailabilityError) as error:
+            self.check()  # raises LeadershipLostError if the term is over
+            raise HighAvailabilityError(f"{what}: {error}") from error
