@@ -1,4 +1,5 @@
-"""``millrace cluster start|stop`` and ``millrace taskmanager start``: a standalone cluster.
+"""``millrace cluster start|stop``, ``millrace jobmanager start`` and ``millrace taskmanager
+start``: a standalone cluster.
 
 ``cluster start`` runs the JobManager process (Dispatcher, ResourceManager, REST API) in the
 background, plus ``--taskmanagers N`` TaskManager processes on this machine, and returns once
@@ -6,6 +7,10 @@ they run; ``--foreground`` runs the JobManager in this process instead (for supe
 tests). ``taskmanager start`` does the same for one TaskManager. ``cluster stop`` stops, by
 their recorded pids, the processes of this machine's cluster directory (TaskManagers first),
 with SIGTERM and, after a grace period, SIGKILL.
+
+With ``high-availability.type: zookeeper``, ``cluster start`` starts the first JobManager and
+``jobmanager start`` adds a standby (on any free RPC and REST port unless ``-D`` sets them);
+they elect their leader on ZooKeeper, and TaskManagers and clients find it there.
 
 A secret given by value (``-D security.cluster-secret=...``) reaches the processes started
 here through their environment (``MILLRACE_CLUSTER_SECRET``), never their command line, which
@@ -34,15 +39,26 @@ from millrace.cli.cli_configuration import (
     load_configuration_or_exit,
 )
 from millrace.cli.remote_cluster import resolve_jobmanager
-from millrace.config import ClusterOptions, Configuration, SecurityOptions
-from millrace.errors import ConfigError
+from millrace.config import (
+    ClusterOptions,
+    Configuration,
+    HighAvailabilityMode,
+    HighAvailabilityOptions,
+    JobManagerOptions,
+    RestOptions,
+    SecurityOptions,
+)
+from millrace.errors import ConfigError, HighAvailabilityError
 from millrace.rpc.tcp.transport_security import SECRET_ENVIRONMENT_VARIABLE
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
 
-__all__ = ["cluster_app", "taskmanager_app"]
+__all__ = ["cluster_app", "jobmanager_app", "taskmanager_app"]
 
 cluster_app = typer.Typer(no_args_is_help=True, help="Start or stop a standalone cluster.")
 taskmanager_app = typer.Typer(no_args_is_help=True, help="Run a TaskManager process.")
+jobmanager_app = typer.Typer(
+    no_args_is_help=True, help="Run a standby JobManager process (high availability)."
+)
 
 _START_TIMEOUT = 60.0  # seconds a background process gets to come up
 _STOP_GRACE = 30.0  # seconds between SIGTERM and SIGKILL
@@ -82,7 +98,7 @@ def cluster_start(
     jobmanager = _spawn(console, conf, ["cluster", "start", "--foreground"], dynamic, config_file)
     console.print(
         f"JobManager (pid {jobmanager.pid}) at {jobmanager.rpc_address}, REST API at "
-        f"{jobmanager.rest_url}"
+        f"{jobmanager.rest_url or 'the address it publishes in ZooKeeper once it leads'}"
     )
     for _ in range(taskmanagers):
         _start_taskmanager_daemon(console, conf, jobmanager.rpc_address, dynamic, config_file)
@@ -105,6 +121,40 @@ def cluster_stop(
     for info in processes:
         outcome = _await_exit(info.pid, _STOP_GRACE)
         console.print(f"stopped {info.kind} (pid {info.pid}, {info.rpc_address}): {outcome}")
+
+
+@jobmanager_app.command("start")
+def jobmanager_start(
+    dynamic: DynamicProperties = [],  # noqa: B006
+    config_file: ConfigFile = None,
+    foreground: Foreground = False,
+) -> None:
+    """Start another JobManager: a standby that takes over when the leader fails."""
+    console = Console()
+    conf = load_configuration_or_exit(console, config_file, dynamic)
+    if conf.get(HighAvailabilityOptions.TYPE) is not HighAvailabilityMode.ZOOKEEPER:
+        console.print(
+            "[red]a standby JobManager needs high availability:[/] -D high-availability.type="
+            "zookeeper with high-availability.zookeeper.quorum and high-availability.storageDir"
+        )
+        raise typer.Exit(2)
+    ports = [
+        f"{option.key}=0"
+        for option in (JobManagerOptions.RPC_PORT, RestOptions.PORT)
+        if not conf.contains(option)
+    ]
+    dynamic = [*dynamic, *ports]
+    conf = conf.with_overrides(Configuration.parse_dynamic_properties(ports))
+    if foreground:
+        conf = _secret_from_environment(conf)
+        from millrace.runtime.entrypoint.standalone_session_cluster_entrypoint import (
+            StandaloneSessionClusterEntrypoint,
+        )
+
+        configure_logging(conf, "jobmanager", stderr=True)
+        raise typer.Exit(_run_process(console, StandaloneSessionClusterEntrypoint(conf).run))
+    started = _spawn(console, conf, ["jobmanager", "start", "--foreground"], dynamic, config_file)
+    console.print(f"standby JobManager (pid {started.pid}) at {started.rpc_address}")
 
 
 @taskmanager_app.command("start")
@@ -155,7 +205,7 @@ def _run_process(console: Console, run: Callable[[], int]) -> int:
     except ConfigError as error:
         console.print(f"[red]configuration error:[/] {error}")
         return 2
-    except OSError as error:
+    except (OSError, HighAvailabilityError) as error:
         console.print(f"[red]cannot start:[/] {error}")
         return 1
 

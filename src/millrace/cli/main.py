@@ -31,7 +31,7 @@ from millrace.cli.cli_configuration import (
     load_configuration,
     load_configuration_or_exit,
 )
-from millrace.cli.cluster_commands import cluster_app, taskmanager_app
+from millrace.cli.cluster_commands import cluster_app, jobmanager_app, taskmanager_app
 from millrace.cli.job_commands import cancel, list_jobs, savepoint
 from millrace.cli.job_summary import print_summary
 from millrace.cli.progress import DetachedExecutor, EmbeddedClusterExecutor, ProgressExecutor
@@ -40,10 +40,12 @@ from millrace.cli.zookeeper_commands import zookeeper_app
 from millrace.config import (
     CheckpointingOptions,
     Configuration,
+    HighAvailabilityMode,
+    HighAvailabilityOptions,
     SparkOptions,
     all_options,
 )
-from millrace.errors import ConfigError, JobExecutionError, MillraceError
+from millrace.errors import ConfigError, HighAvailabilityError, JobExecutionError, MillraceError
 from millrace.runtime.minicluster import MiniCluster
 
 __all__ = ["app", "load_configuration"]
@@ -55,6 +57,7 @@ app = typer.Typer(
 )
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(taskmanager_app, name="taskmanager")
+app.add_typer(jobmanager_app, name="jobmanager")
 app.add_typer(zookeeper_app, name="zookeeper")
 app.command("list")(list_jobs)
 app.command("cancel")(cancel)
@@ -91,15 +94,19 @@ def run(
     if from_savepoint:
         dynamic = [*dynamic, f"{CheckpointingOptions.SAVEPOINT_PATH.key}={from_savepoint}"]
     conf = load_configuration_or_exit(console, config_file, dynamic)
-    if detached and jobmanager is None:
+    # With ZooKeeper HA the cluster's leader is found there: no --jobmanager needed.
+    remote = jobmanager is not None or (
+        conf.get(HighAvailabilityOptions.TYPE) is HighAvailabilityMode.ZOOKEEPER
+    )
+    if detached and not remote:
         console.print(
-            "[red]--detached needs --jobmanager HOST:PORT[/] (an embedded cluster "
-            "ends with the command)"
+            "[red]--detached needs --jobmanager HOST:PORT[/] or high-availability settings (an "
+            "embedded cluster ends with the command)"
         )
         raise typer.Exit(2)
     log_file = configure_logging(conf, "client")
     started = time.monotonic()
-    if jobmanager is None:
+    if not remote:
         code, spark_seconds = _run_embedded(console, conf, script, args or [])
     else:
         code, spark_seconds = _run_remote(console, conf, script, args or [], jobmanager, detached)
@@ -142,7 +149,7 @@ def _run_remote(
     conf: Configuration,
     script: Path,
     args: list[str],
-    jobmanager: str,
+    jobmanager: str | None,
     detached: bool,
 ) -> tuple[int, float]:
     """Build the jobs here (a local Spark builds the columns) and submit them to the cluster."""
@@ -155,6 +162,9 @@ def _run_remote(
     except (ConfigError, ValueError) as error:
         console.print(f"[red]configuration error:[/] {error}")
         raise typer.Exit(2) from None
+    except HighAvailabilityError as error:
+        console.print(f"[red]no JobManager found:[/] {error}")
+        raise typer.Exit(1) from None
     started = time.monotonic()
     spark = BackgroundSparkSession(
         conf.with_overrides({SparkOptions.MASTER.key: "local[1]"}), app_name="millrace-client"

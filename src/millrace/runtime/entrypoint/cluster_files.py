@@ -1,8 +1,8 @@
 """ClusterFiles: what the processes of a standalone cluster on this machine leave for the CLI.
 
 Under ``<io.tmp.dirs>/cluster/``: the secret (``secret``, see TransportSecurity), and one JSON
-file per running process, ``jobmanager.json`` and ``taskmanager-<pid>.json``, holding its pid
-and addresses. ``millrace cluster stop`` signals the processes listed there;
+file per running process, ``jobmanager-<pid>.json`` (several with high availability: the leader
+and its standbys) and ``taskmanager-<pid>.json``, holding its pid and addresses. ``millrace cluster stop`` signals the processes listed there;
 ``millrace taskmanager start`` and ``millrace run`` find the JobManager there when no
 ``--jobmanager`` is given.
 """
@@ -50,8 +50,7 @@ class ClusterFiles:
         self.directory = Path(configuration.get(ClusterOptions.TMP_DIR)).resolve() / "cluster"
 
     def _path(self, info: ProcessInfo) -> Path:
-        name = "jobmanager" if info.kind == "jobmanager" else f"taskmanager-{info.pid}"
-        return self.directory / f"{name}.json"
+        return self.directory / f"{info.kind}-{info.pid}.json"
 
     def register(self, info: ProcessInfo) -> None:
         """Record a started process."""
