@@ -2,9 +2,9 @@
 
 Under ``<io.tmp.dirs>/cluster/``: the secret (``secret``, see TransportSecurity), and one JSON
 file per running process, ``jobmanager-<pid>.json`` (several with high availability: the leader
-and its standbys) and ``taskmanager-<pid>.json``, holding its pid and addresses. ``millrace cluster stop`` signals the processes listed there;
-``millrace taskmanager start`` and ``millrace run`` find the JobManager there when no
-``--jobmanager`` is given.
+and its standbys) and ``taskmanager-<pid>.json``, holding its pid and addresses.
+``millrace cluster stop`` signals the processes listed there; ``millrace taskmanager start`` and
+``millrace run`` find the JobManager there when no ``--jobmanager`` is given.
 """
 
 from __future__ import annotations
