@@ -9,6 +9,7 @@ import uuid
 from typing import NewType
 
 __all__ = [
+    "DEFAULT_LEADER_SESSION_ID",
     "Address",
     "AllocationId",
     "ExecutionAttemptId",
@@ -34,6 +35,11 @@ ResourceId = NewType("ResourceId", str)
 AllocationId = NewType("AllocationId", str)
 """Identifies one slot allocation for one job."""
 ResultPartitionId = NewType("ResultPartitionId", str)
+
+
+DEFAULT_LEADER_SESSION_ID = "0" * 32
+"""The leader session of a JobManager without high availability: the fencing token of its
+Dispatcher and ResourceManager (Flink's HighAvailabilityServices.DEFAULT_LEADER_ID)."""
 
 
 def new_id() -> str:

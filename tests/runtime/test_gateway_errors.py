@@ -36,9 +36,11 @@ from millrace.runtime.jobgraph import JobGraph, JobVertex
 from millrace.runtime.jobmaster.job_master import JobMaster
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
+from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 from millrace.types import (
+    DEFAULT_LEADER_SESSION_ID,
     AllocationId,
     ExecutionAttemptId,
     JobId,
@@ -104,7 +106,9 @@ def cluster(request, tmp_path) -> Iterator[Cluster]:
     job_master.start()
     yield Cluster(
         client,
-        client.connect(dispatcher.address, DispatcherGateway).result(WAIT),
+        client.connect(
+            dispatcher.address, DispatcherGateway, fencing_token=DEFAULT_LEADER_SESSION_ID
+        ).result(WAIT),
         job_master,
         client.connect(
             job_master.address, JobMasterGateway, fencing_token=job_master.job_master_id
@@ -164,6 +168,29 @@ def test_a_stale_job_master_id_fails_with_fencing_token_error(cluster) -> None:
     error = failure(stale.request_job_details())
     assert type(error) is FencingTokenError, repr(error)
     assert error.received == "stale"
+
+
+def test_a_dispatcher_call_of_another_leader_session_fails_with_fencing_token_error(
+    cluster,
+) -> None:
+    """DispatcherId = the leader session (seed 004): a client of a former leader is refused."""
+    former = "f" * 32
+    stale = cluster.client.connect(
+        cluster.dispatcher.address, DispatcherGateway, fencing_token=former
+    ).result(WAIT)
+    error = failure(stale.list_jobs())
+    assert type(error) is FencingTokenError, repr(error)
+    assert (error.received, error.expected) == (former, DEFAULT_LEADER_SESSION_ID)
+
+
+def test_a_resource_manager_call_without_its_leader_session_fails_with_fencing_token_error(
+    cluster,
+) -> None:
+    address = cluster.dispatcher.address.replace("dispatcher", "resourcemanager")
+    for token in (None, "f" * 32):
+        stale = cluster.client.connect(address, ResourceManagerGateway, fencing_token=token)
+        error = failure(stale.result(WAIT).request_task_manager_infos())
+        assert type(error) is FencingTokenError, repr(error)
 
 
 def test_a_savepoint_before_the_tasks_run_fails_with_checkpoint_error(cluster) -> None:
@@ -232,7 +259,9 @@ def test_a_call_that_does_not_fit_the_gateway_fails_with_gateway_mismatch_error(
     cluster,
 ) -> None:
     other = cluster.client.connect(
-        cluster.dispatcher.address, OtherVersionDispatcherGateway
+        cluster.dispatcher.address,
+        OtherVersionDispatcherGateway,
+        fencing_token=DEFAULT_LEADER_SESSION_ID,
     ).result(WAIT)
     error = failure(other.list_jobs("RUNNING", 10))
     assert type(error) is GatewayMismatchError, repr(error)

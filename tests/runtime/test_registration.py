@@ -23,7 +23,15 @@ from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 from millrace.testing import TestingTaskRuntime
-from millrace.types import Address, AllocationId, ExecutionAttemptId, JobId, JobVertexId, ResourceId
+from millrace.types import (
+    DEFAULT_LEADER_SESSION_ID,
+    Address,
+    AllocationId,
+    ExecutionAttemptId,
+    JobId,
+    JobVertexId,
+    ResourceId,
+)
 from tests import waiting
 
 WAIT = 10.0
@@ -42,7 +50,9 @@ def service() -> Iterator[LocalRpcService]:
 def rm(service: LocalRpcService) -> ResourceManagerGateway:
     endpoint = ResourceManager(service)
     endpoint.start()
-    return service.connect(endpoint.address, ResourceManagerGateway).result(WAIT)
+    return service.connect(
+        endpoint.address, ResourceManagerGateway, fencing_token=DEFAULT_LEADER_SESSION_ID
+    ).result(WAIT)
 
 
 def register(rm: ResourceManagerGateway, message: RegisterTaskManager):
@@ -166,7 +176,9 @@ def fast_service() -> Iterator[LocalRpcService]:
 def start_rm(service: LocalRpcService) -> tuple[ResourceManager, ResourceManagerGateway]:
     endpoint = ResourceManager(service, configuration=FAST_HEARTBEATS)
     endpoint.start()
-    return endpoint, service.connect(endpoint.address, ResourceManagerGateway).result(WAIT)
+    return endpoint, service.connect(
+        endpoint.address, ResourceManagerGateway, fencing_token=DEFAULT_LEADER_SESSION_ID
+    ).result(WAIT)
 
 
 def start_te(service: LocalRpcService, name: str) -> TaskExecutor:

@@ -34,6 +34,7 @@ from millrace.runtime.highavailability.zookeeper_client import (
 )
 from millrace.runtime.highavailability.zookeeper_paths import DISPATCHER, ZooKeeperPaths
 from millrace.runtime.rpc_utils import create_remote_rpc_service, parse_host_port
+from millrace.types import DEFAULT_LEADER_SESSION_ID
 
 __all__ = ["RemoteCluster", "resolve_jobmanager"]
 
@@ -126,10 +127,13 @@ class RemoteCluster:
                 timeout.
         """
         assert self._rpc is not None, "start() first"
-        address = f"tcp://{self.jobmanager}/dispatcher"
-        return self._rpc.connect(address, DispatcherGateway).result(
-            2 * self.configuration.get(RpcOptions.LOOKUP_TIMEOUT)
-        )
+        lookup = 2 * self.configuration.get(RpcOptions.LOOKUP_TIMEOUT)
+        address, token = f"tcp://{self.jobmanager}/dispatcher", DEFAULT_LEADER_SESSION_ID
+        if self._zookeeper is not None:  # the current leader and its DispatcherId
+            paths = ZooKeeperPaths.from_configuration(self.configuration)
+            leader = retrieve_leader(self._zookeeper, paths, DISPATCHER, lookup)
+            address, token = leader.address, leader.leader_session_id
+        return self._rpc.connect(address, DispatcherGateway, fencing_token=token).result(lookup)
 
     def close(self) -> None:
         """Stop the JobClient and the client service. Idempotent."""

@@ -54,6 +54,7 @@ class Job:
             RM,
             "local://testing/jobmaster",
             JobMasterId("jm-id"),
+            "rm-id",
             TIMEOUT,
             accepts_offers=lambda: self.running,
             slots_ready=self.slots_ready,
@@ -64,8 +65,12 @@ class Job:
     def slots_ready(self) -> None:
         self.ready += 1
 
-    def connect(self, address: str, gateway_type: Any) -> Future[Any]:
+    def connect(
+        self, address: str, gateway_type: Any, fencing_token: object | None = None
+    ) -> Future[Any]:
         self.connections.append(address)
+        if address == RM:
+            assert fencing_token == "rm-id", "the ResourceManager is reached with its token"
         if address in self.pending_connections:
             return self.pending_connections.pop(address)
         connecting: Future[Any] = Future()

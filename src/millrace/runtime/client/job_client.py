@@ -22,7 +22,7 @@ from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.highavailability.leader_retrieval import LeaderInformation
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
-from millrace.types import JobId
+from millrace.types import DEFAULT_LEADER_SESSION_ID, JobId
 
 __all__ = ["JobClient", "JobClientGateway"]
 
@@ -76,18 +76,24 @@ class JobClient(RpcEndpoint, implements=(JobClientGateway,)):
         super().__init__(rpc_service, endpoint_id)
         self._dispatcher_address = dispatcher_address
         self._high_availability = dispatcher_address is None
+        self._dispatcher_id = DEFAULT_LEADER_SESSION_ID  # the Dispatcher's fencing token
         self._dispatcher: Future[DispatcherGateway] = Future()  # until a leader is known
 
     def on_start(self) -> None:
         if self._dispatcher_address is not None:
-            self._dispatcher = self.rpc_service.connect(self._dispatcher_address, DispatcherGateway)
+            self._dispatcher = self.rpc_service.connect(
+                self._dispatcher_address, DispatcherGateway, fencing_token=self._dispatcher_id
+            )
 
     def notify_leader_address(self, leader: LeaderInformation | None) -> None:
         """High availability: the Dispatcher's leader changed. Main thread (``run_async``)."""
-        if leader is None or leader.address == self._dispatcher_address:
+        if leader is None or leader.leader_session_id == self._dispatcher_id:
             return
         self._dispatcher_address = leader.address
-        connecting = self.rpc_service.connect(leader.address, DispatcherGateway)
+        self._dispatcher_id = leader.leader_session_id
+        connecting = self.rpc_service.connect(
+            leader.address, DispatcherGateway, fencing_token=leader.leader_session_id
+        )
         if self._dispatcher.done():
             self._dispatcher = connecting
         else:  # calls were waiting for the first leader

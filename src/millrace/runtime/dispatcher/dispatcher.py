@@ -23,7 +23,7 @@ from typing import Any
 
 from millrace.config import Configuration
 from millrace.errors import ConfigError, JobSubmissionError, MillraceError
-from millrace.rpc import RpcEndpoint, RpcService
+from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.rpc.future_utils import all_of
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
@@ -35,14 +35,14 @@ from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.jobmaster.clock_service import WatermarksInfo
 from millrace.runtime.jobmaster.job_master import JobMaster
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
-from millrace.types import JobId
+from millrace.types import DEFAULT_LEADER_SESSION_ID, JobId
 
 __all__ = ["Dispatcher"]
 
 logger = logging.getLogger(__name__)
 
 
-class Dispatcher(RpcEndpoint, implements=(DispatcherGateway,)):
+class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
     """The cluster's entry point for jobs.
 
     Args:
@@ -51,6 +51,8 @@ class Dispatcher(RpcEndpoint, implements=(DispatcherGateway,)):
         resource_manager_address: The ResourceManager JobMasters request slots from.
         io_executor: Blocking work of JobMasters and of the HA stores.
         leader: The leadership term's services (stores, fencing); None: no high availability.
+            Its leader session is the DispatcherId, the fencing token every call must carry
+            (``DEFAULT_LEADER_SESSION_ID`` without HA); another is refused (FencingTokenError).
         endpoint_id: Endpoint id (default ``dispatcher``).
 
     Threading:
@@ -66,7 +68,11 @@ class Dispatcher(RpcEndpoint, implements=(DispatcherGateway,)):
         leader: LeaderServices | None = None,
         endpoint_id: str = "dispatcher",
     ) -> None:
-        super().__init__(rpc_service, endpoint_id)
+        super().__init__(
+            rpc_service,
+            endpoint_id,
+            leader.leader_session_id if leader is not None else DEFAULT_LEADER_SESSION_ID,
+        )
         self._leader = leader
         self.suspended = False  # set before a revoked leader stops: its jobs are recovered
         self._configuration = configuration

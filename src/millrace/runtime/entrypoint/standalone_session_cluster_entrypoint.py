@@ -143,7 +143,9 @@ class StandaloneSessionClusterEntrypoint:
         assert rpc is not None and io is not None and ha is not None
         high_availability = not isinstance(ha, NoHighAvailabilityServices)
         leader = ha.leader_services(leader_session_id) if high_availability else None
-        resource_manager = ResourceManager(rpc, configuration=conf)
+        resource_manager = ResourceManager(
+            rpc, configuration=conf, leader_session_id=leader_session_id
+        )
         resource_manager.start()
         dispatcher = Dispatcher(rpc, conf, resource_manager.address, io, leader)
         dispatcher.start()

@@ -40,7 +40,7 @@ from millrace.runtime.highavailability.zookeeper_client import (
     stop_zookeeper_client,
 )
 from millrace.runtime.highavailability.zookeeper_paths import ZooKeeperPaths
-from millrace.types import JobId
+from millrace.types import DEFAULT_LEADER_SESSION_ID, JobId
 
 __all__ = [
     "DEFAULT_LEADER_SESSION_ID",
@@ -50,10 +50,6 @@ __all__ = [
     "ZooKeeperHaServices",
     "create_high_availability_services",
 ]
-
-DEFAULT_LEADER_SESSION_ID = "0" * 32
-"""The leader session of a JobManager without HA (Flink's HighAvailabilityServices
-DEFAULT_LEADER_ID)."""
 
 
 class LeaderServices(Protocol):

@@ -48,6 +48,7 @@ from millrace.runtime.jobmaster.slot_pool_service import SlotPoolService
 from millrace.runtime.scheduler import Scheduler
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 from millrace.types import (
+    DEFAULT_LEADER_SESSION_ID,
     ExecutionAttemptId,
     JobMasterId,
     JobVertexId,
@@ -113,17 +114,12 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             configuration.get(CheckpointingOptions.CHECKPOINTS_DIR),
             configuration.get(CheckpointingOptions.SAVEPOINTS_DIR),
         )
-        storage = (
-            HighAvailabilityCheckpointStorage(
-                *dirs,
-                job_graph.job_id,
-                leader,
-                configuration.get(CheckpointingOptions.NUM_RETAINED),
-            )
+        retained = configuration.get(CheckpointingOptions.NUM_RETAINED)
+        self._storage = storage = (
+            HighAvailabilityCheckpointStorage(*dirs, job_graph.job_id, leader, retained)
             if leader is not None
             else CheckpointStorage(*dirs)
         )
-        self._storage = storage
         self._committer = committer = SinkCommitter(
             job_graph.job_id, check_leadership=leader.check_leadership if leader else None
         )
@@ -134,6 +130,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             resource_manager_address,
             self.address,
             self.job_master_id,
+            leader.leader_session_id if leader else DEFAULT_LEADER_SESSION_ID,
             configuration.get(ClusterOptions.SLOT_REQUEST_TIMEOUT),
             accepts_offers=lambda: self.scheduler.status is JobStatus.RUNNING,
             slots_ready=lambda: self.scheduler.slots_ready(),

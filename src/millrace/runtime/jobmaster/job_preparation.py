@@ -149,11 +149,18 @@ class JobPreparer:
         )
         committer = self._committer
         committer.set_sinks(prepared.sinks)
+        restored = prepared.restored
         if restore_from is not None:  # a failover: finish its commit, drop the rest
             committer.restore(restore_from).result()
-        elif prepared.restored is not None:  # a savepoint or an earlier job's checkpoint
+        elif restored is not None and restored.job_id == self._job_graph.job_id:
+            # This very job's checkpoint: a new leader recovers it (high availability). As in a
+            # failover, its commit is finished first (the former leader may have died between
+            # completing and committing it), and only then is the rest of the staged data
+            # dropped; aborting first would delete what the commit still needs.
+            committer.restore(restored).result()
+        elif restored is not None:  # a savepoint or an earlier job's checkpoint
             committer.abort().result()
-            committer.commit(prepared.restored).result()
+            committer.commit(restored).result()
         else:
             committer.abort().result()
             committer.initialize().result()

@@ -45,9 +45,11 @@ G = TypeVar("G", bound=RpcGateway)
 
 
 class Connect(Protocol):
-    """Resolve an address to a gateway (``RpcService.connect`` without a fencing token)."""
+    """Resolve an address to a gateway (``RpcService.connect``)."""
 
-    def __call__(self, address: str, gateway_type: GatewayType[G]) -> Future[G]:
+    def __call__(
+        self, address: str, gateway_type: GatewayType[G], fencing_token: object | None = None
+    ) -> Future[G]:
         """Returns a future completed with the gateway, or failed (e.g. with
         RecipientUnreachableError) if nothing answers at ``address``."""
         ...
@@ -63,6 +65,7 @@ class SlotPoolService:
         resource_manager_address: Where to request slots.
         job_master_address: Where the ResourceManager's TaskExecutors offer the slots.
         job_master_id: The JobMaster's fencing token, sent with every request.
+        resource_manager_id: The ResourceManager's fencing token (its leader session).
         slot_request_timeout: Seconds (> 0) after a round of requests by which every slot must
             be held (``slot.request.timeout``).
         accepts_offers: True while the job can use slots (its status is RUNNING).
@@ -84,6 +87,7 @@ class SlotPoolService:
         resource_manager_address: str,
         job_master_address: str,
         job_master_id: JobMasterId,
+        resource_manager_id: str,
         slot_request_timeout: float,
         *,
         accepts_offers: Callable[[], bool],
@@ -98,6 +102,7 @@ class SlotPoolService:
         self._rm_address = resource_manager_address
         self._job_master_address = job_master_address
         self._job_master_id = job_master_id
+        self._resource_manager_id = resource_manager_id
         self._timeout = slot_request_timeout
         self._accepts_offers = accepts_offers
         self._slots_ready = slots_ready
@@ -121,7 +126,9 @@ class SlotPoolService:
         """
         self._main_thread.assert_running_in_main_thread()
         if self._resource_manager is None:
-            connecting = self._connect(self._rm_address, ResourceManagerGateway)
+            connecting = self._connect(
+                self._rm_address, ResourceManagerGateway, fencing_token=self._resource_manager_id
+            )
             self._main_thread.when_done(connecting, self._connected_to_resource_manager)
             return
         required, pool = self._job_graph.slots_required(), self.slot_pool

@@ -14,7 +14,7 @@ from concurrent.futures import Future
 
 from millrace.config import Configuration, HeartbeatOptions
 from millrace.errors import RecipientUnreachableError, SlotAllocationError
-from millrace.rpc import RpcEndpoint, RpcService
+from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.heartbeat import HeartbeatManager
 from millrace.runtime.registration import (
@@ -33,20 +33,30 @@ from millrace.runtime.resourcemanager.slot_manager import (
     TaskManagerSlot,
 )
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
-from millrace.types import AllocationId, JobId, JobMasterId, ResourceId, new_id
+from millrace.types import (
+    DEFAULT_LEADER_SESSION_ID,
+    AllocationId,
+    JobId,
+    JobMasterId,
+    ResourceId,
+    new_id,
+)
 
 __all__ = ["ResourceManager"]
 
 logger = logging.getLogger(__name__)
 
 
-class ResourceManager(RpcEndpoint, implements=(ResourceManagerGateway,)):
+class ResourceManager(FencedRpcEndpoint, implements=(ResourceManagerGateway,)):
     """The cluster's slot authority.
 
     Args:
         rpc_service: Service to run on.
         endpoint_id: Endpoint id (default ``resourcemanager``).
         configuration: Heartbeat settings (``heartbeat.*``).
+        leader_session_id: The ResourceManagerId and fencing token: the leader session under
+            high availability, else ``DEFAULT_LEADER_SESSION_ID``; a call carrying another is
+            refused with FencingTokenError (seed 004).
 
     Threading:
         Every method runs on the endpoint's main thread (gateway calls arrive through the
@@ -58,10 +68,11 @@ class ResourceManager(RpcEndpoint, implements=(ResourceManagerGateway,)):
         rpc_service: RpcService,
         endpoint_id: str = "resourcemanager",
         configuration: Configuration | None = None,
+        leader_session_id: str = DEFAULT_LEADER_SESSION_ID,
     ) -> None:
-        super().__init__(rpc_service, endpoint_id)
+        super().__init__(rpc_service, endpoint_id, leader_session_id)
         conf = configuration or Configuration()
-        self.resource_manager_id = new_id()
+        self.resource_manager_id = leader_session_id
         self._slots = SlotManager()
         self._task_executors: dict[ResourceId, TaskExecutorGateway] = {}
         self._heartbeats = HeartbeatManager(

@@ -61,6 +61,7 @@ from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGate
 from millrace.runtime.taskexecutor.task_runtime import TaskRuntime
 from millrace.runtime.taskexecutor.task_slot_table import TaskSlotTable
 from millrace.types import (
+    DEFAULT_LEADER_SESSION_ID,
     Address,
     AllocationId,
     ExecutionAttemptId,
@@ -108,6 +109,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         self._configuration = configuration
         self._rm_address = resource_manager_address
         self._leader_session: str | None = None  # HA: slots go only to this leader's JobMasters
+        self._rm_token = DEFAULT_LEADER_SESSION_ID  # the ResourceManagerId (its fencing token)
         self._task_runtime = task_runtime
         self._slots = TaskSlotTable(configuration.get(ClusterOptions.NUM_TASK_SLOTS))
         self._poll_timeout = configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
@@ -166,7 +168,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         A former leader's JobMasters lose their tasks and slots; registers at the new one."""
         if leader is None or leader.leader_session_id == self._leader_session:
             return
-        self._leader_session = leader.leader_session_id
+        self._leader_session = self._rm_token = leader.leader_session_id
         self._rm_address = leader.address
         for job_id, connection in list(self._job_masters.items()):
             if connection.job_master_id != leader.leader_session_id:
@@ -175,10 +177,9 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         self._register()
 
     def _register(self) -> None:
-        if self._rm_address is None:
-            return  # high availability: no leader known yet
-        connecting = self.rpc_service.connect(self._rm_address, ResourceManagerGateway)
-        self.on_main_thread(connecting, self._connected_to_resource_manager)
+        if self._rm_address is not None:  # else HA: no leader known yet
+            rm = self.rpc_service.connect(self._rm_address, ResourceManagerGateway, self._rm_token)
+            self.on_main_thread(rm, self._connected_to_resource_manager)
 
     def _connected_to_resource_manager(self, connecting: Future[ResourceManagerGateway]) -> None:
         if connecting.exception() is not None:
