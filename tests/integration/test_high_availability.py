@@ -10,16 +10,20 @@ and its output is compared row by row with pandas on the same files.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from millrace import Configuration, StreamExecutionEnvironment
+from millrace.cli.remote_cluster import resolve_jobmanager
 from millrace.runtime.highavailability.leader_retrieval import retrieve_leader
 from millrace.runtime.highavailability.zookeeper_client import (
     start_zookeeper_client,
@@ -28,18 +32,21 @@ from millrace.runtime.highavailability.zookeeper_client import (
 from millrace.runtime.highavailability.zookeeper_paths import REST_SERVER, ZooKeeperPaths
 from millrace.runtime.job_result import JobResultSuccess
 from tests.integration.helpers import (
+    ROOT,
     assert_same_result,
     build_flight_delays_held,
     expected_flight_delays,
     read_flights,
     read_output,
 )
+from tests.integration.kafka_flights import produce_flights
 from tests.integration.standalone_cluster import (
     WAIT,
     ClusterProcess,
     StandaloneCluster,
     free_port,
 )
+from tests.integration.test_postgres_sink_recovery import committed_rows, read_table
 from tests.waiting import result_within
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -127,6 +134,12 @@ def running_everywhere(job: dict[str, Any]) -> bool:
     return job.get("state") == "RUNNING" and all(
         set(v["tasks"]) == {"RUNNING"} for v in job.get("vertices", [])
     )
+
+
+def sources_running(job: dict[str, Any]) -> bool:
+    """The job RUNNING with every subtask of its source vertex RUNNING."""
+    vertices = job.get("vertices") or [{"tasks": {}}]
+    return job.get("state") == "RUNNING" and set(vertices[0]["tasks"]) == {"RUNNING"}
 
 
 def start_job(spark, flights_dir: Path, ha_cluster: HaCluster, work: Path, taskmanagers: int = 2):
@@ -321,3 +334,134 @@ def test_a_zookeeper_restart_mid_job_loses_no_job_and_runs_none_twice(
     assert result.details.restarts == 0, "a suspended ZooKeeper connection restarted the job"
     assert ha_cluster.leader_rest() == leader_rest, "the leadership moved"
     assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+
+
+KAFKA_JOB = '''
+"""Flight delays from a bounded Kafka topic into Parquet and PostgreSQL, December held at the
+source until GATE exists: ``job.py ROOT BOOTSTRAP TOPIC GATE OUT CONNINFO STAGING``."""
+import sys
+
+sys.path.insert(0, sys.argv[1])  # the repository: the tests' helpers
+
+from pyspark.sql import functions as F
+
+from millrace import KafkaSource, ParquetSink, PostgresSink, StreamExecutionEnvironment, tumbling
+from tests.integration.helpers import held_at_december, load_example
+from tests.integration.kafka_flights import FLIGHTS_SCHEMA
+
+bootstrap, topic, gate, out, conninfo, staging = sys.argv[2:8]
+env = StreamExecutionEnvironment.get_execution_environment()
+delays = (
+    env.from_source(
+        KafkaSource.json(bootstrap, topic, FLIGHTS_SCHEMA, bounded=True),
+        event_time="time_hour",
+        max_out_of_orderness="1 h",
+        name="flights",
+    )
+    .transform(held_at_december(gate), name="held at december")
+    .transform(load_example("flight_delays").departed, name="departed")
+    .key_by("carrier")
+    .window(tumbling("1 day"))
+    .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+)
+delays.sink_to(ParquetSink(out))
+delays.sink_to(PostgresSink(conninfo, "delays", staging=staging))
+env.execute("flight-delays-ha-kafka")
+'''
+
+
+def test_sigkill_of_the_leader_mid_kafka_stream_the_attached_cli_gets_the_exact_result(
+    flights_dir, kafka_broker, postgres_conninfo, ha_cluster, tmp_path, monkeypatch
+) -> None:
+    """The issue's failure test: ``millrace run`` attached to an HA cluster, a Kafka source,
+    checkpoints every second, a ParquetSink and a PostgresSink, EXACTLY_ONCE; the leading
+    JobManager is killed with SIGKILL once a checkpoint completed in ZooKeeper. The standby
+    recovers the job from that checkpoint (the source rewinds to its offsets), the CLI follows
+    the new leader through ZooKeeper (it was even given the killed leader's address) and
+    reports the job finished, and both sinks hold pandas' rows exactly."""
+    cluster = ha_cluster.cluster
+    topic = f"flights-ha-{uuid.uuid4().hex[:8]}"
+    messages = produce_flights(kafka_broker.bootstrap_servers, topic, flights_dir, partitions=4)
+    first = ha_cluster.start_jobmanager()
+    leader_rest = ha_cluster.leader_rest()
+    second = ha_cluster.start_jobmanager()
+    for _ in range(2):
+        cluster.start_taskmanager(slots=2)
+    cluster.wait_until(
+        lambda: len(ha_cluster.rest("/taskmanagers")["taskmanagers"]) == 2,
+        what="2 TaskManagers registered at the leader",
+    )
+    script, gate, out = tmp_path / "job.py", tmp_path / "december", tmp_path / "out"
+    script.write_text(KAFKA_JOB)
+    monkeypatch.setenv("COLUMNS", "160")  # the summary's lines unwrapped
+    args = [ROOT, kafka_broker.bootstrap_servers, topic, gate, out, postgres_conninfo]
+    run = cluster._start(
+        "client",
+        [
+            "run",
+            str(script),
+            *map(str, [*args, tmp_path / "staging"]),
+            "--jobmanager",  # the leader now, killed below: the client follows ZooKeeper
+            resolve_jobmanager(ha_cluster.configuration, None),
+        ],
+        {"parallelism.default": "2"},
+    )
+
+    def submitted() -> list[str]:
+        assert run.process.poll() is None, f"millrace run exited:\n{run.output()[-3000:]}"
+        try:
+            return [job["id"] for job in ha_cluster.rest("/jobs")["jobs"]]
+        except httpx.HTTPError:
+            return []
+
+    cluster.wait_until(lambda: len(submitted()) == 1, what="the job submitted by millrace run")
+    [job_id] = submitted()
+    cluster.wait_until(
+        lambda: submitted() and len(ha_cluster.completed_checkpoints(job_id)) >= 1,
+        what="a checkpoint completed in ZooKeeper",
+    )
+    # Whether the killed leader committed rows to PostgreSQL already depends on timing: once a
+    # source reads December it holds, and no later checkpoint completes before the kill.
+    committed_before = committed_rows(postgres_conninfo)
+    killed_at = time.monotonic()
+    os.killpg(first.pid, signal.SIGKILL)
+    first.process.wait(timeout=30)
+    cluster.wait_until(
+        lambda: ha_cluster.leader_rest(timeout=1) != leader_rest, what="the standby leading"
+    )
+    elected = time.monotonic() - killed_at
+    # Only the sources: the windows are deployed on their first output, which may be December's
+    cluster.wait_until(
+        lambda: sources_running(ha_cluster.job(job_id)),
+        what="the job's sources reading again on the new leader",
+    )
+    failover = time.monotonic() - killed_at
+    print(
+        f"kill -9 of the leader mid Kafka stream: standby elected {elected:.1f} s, "
+        f"sources reading {failover:.1f} s; {committed_before} rows committed to PostgreSQL before"
+    )
+    assert ha_cluster.job(job_id)["state"] == "RUNNING", "the job ended before the kill"
+    gate.touch()  # December may go on
+    cluster.wait_until(lambda: run.process.poll() is not None, what="millrace run exiting")
+    code, output = run.process.returncode, run.output()
+
+    assert code == 0, output[-5000:]
+    assert second.process.poll() is None, second.output()[-3000:]
+    expected = expected_flight_delays(read_flights(flights_dir))
+    assert "flight-delays-ha-kafka FINISHED" in output, output[-5000:]
+    assert f"job {job_id}" in output
+    # The summary counts the recovered execution only (as Flink's accumulators, which
+    # checkpoints do not keep): its source started at the checkpoint's offsets, not at 0.
+    records_in = int(re.search(r"records in ([\d,]+)", output)[1].replace(",", ""))
+    assert 0 < records_in < len(messages), output[-5000:]
+    assert len(re.findall(r"rows written: [\d,]+ -> (parquet|postgresql)", output)) == 2
+    in_postgres = read_table(postgres_conninfo, expected)
+    assert not in_postgres.duplicated(["carrier", "window_start"]).any()
+    assert_same_result(in_postgres, expected)
+    assert_same_result(read_output(out), expected)
+    with psycopg.connect(postgres_conninfo) as conn:
+        rows = conn.execute(
+            "SELECT sum(rows) FROM millrace_sink_commits WHERE job_id = %s", (job_id,)
+        ).fetchone()[0]
+    assert rows == len(expected), "a commit inserted its rows twice, or one is missing"
+    assert committed_before < len(expected)
