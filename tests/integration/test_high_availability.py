@@ -23,7 +23,6 @@ import psycopg
 import pytest
 
 from millrace import Configuration, StreamExecutionEnvironment
-from millrace.cli.remote_cluster import resolve_jobmanager
 from millrace.runtime.highavailability.leader_retrieval import retrieve_leader
 from millrace.runtime.highavailability.zookeeper_client import (
     start_zookeeper_client,
@@ -401,9 +400,7 @@ def test_sigkill_of_the_leader_mid_kafka_stream_the_attached_cli_gets_the_exact_
             "run",
             str(script),
             *map(str, [*args, tmp_path / "staging"]),
-            "--jobmanager",  # the leader now, killed below: the client follows ZooKeeper
-            resolve_jobmanager(ha_cluster.configuration, None),
-        ],
+        ],  # no --jobmanager: the client finds the leader, and follows it, in ZooKeeper
         {"parallelism.default": "2"},
     )
 
