@@ -177,6 +177,14 @@ def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exact
             lambda: len(ha_cluster.completed_checkpoints(graph.job_id)) >= 1,
             what="a checkpoint completed in ZooKeeper",
         )
+        # the standby's REST API redirects to the leader's
+        standby = httpx.get(
+            f"http://127.0.0.1:{ha_cluster.rest_ports[second.pid]}/jobs/{graph.job_id}",
+            follow_redirects=True,
+            timeout=10,
+        )
+        assert [r.status_code for r in standby.history] == [307]
+        assert standby.json()["state"] == "RUNNING"
         killed_at = time.monotonic()
         os.killpg(first.pid, signal.SIGKILL)
         first.process.wait(timeout=30)

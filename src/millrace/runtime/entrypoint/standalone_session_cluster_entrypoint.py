@@ -21,6 +21,7 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from millrace.config import (
     Configuration,
@@ -41,12 +42,18 @@ from millrace.runtime.dispatcher.rest_endpoint import (
     create_rest_app,
     rest_token,
 )
+from millrace.runtime.dispatcher.standby_rest import create_standby_rest_app
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
 from millrace.runtime.entrypoint.process_termination import ProcessTermination
 from millrace.runtime.highavailability.high_availability_services import (
     HighAvailabilityServices,
     NoHighAvailabilityServices,
+    ZooKeeperHaServices,
     create_high_availability_services,
+)
+from millrace.runtime.highavailability.leader_retrieval import (
+    LeaderInformation,
+    ZooKeeperLeaderRetrieval,
 )
 from millrace.runtime.highavailability.zookeeper_paths import (
     DISPATCHER,
@@ -94,6 +101,9 @@ class StandaloneSessionClusterEntrypoint:
         self._rest: DispatcherRestEndpoint | None = None
         self._ha: HighAvailabilityServices | None = None
         self._leader_endpoints: list[RpcEndpoint] = []
+        self._rest_port = configuration.get(RestOptions.PORT)  # kept across leader and standby
+        self._leader_rest: str | None = None
+        self._leader_rest_retrieval: ZooKeeperLeaderRetrieval | None = None
         self._files = ClusterFiles(configuration)
         self._info: ProcessInfo | None = None
         self.rpc_address = ""
@@ -125,6 +135,11 @@ class StandaloneSessionClusterEntrypoint:
             self.rpc_address = self._rpc.authority
             self._io = create_io_executor()
             self._ha = create_high_availability_services(conf)
+            if isinstance(self._ha, ZooKeeperHaServices):  # a standby redirects to the leader
+                self._leader_rest_retrieval = ZooKeeperLeaderRetrieval(
+                    self._ha.client, self._ha.paths, REST_SERVER, self._leader_rest_changed
+                )
+                self._serve_rest(create_standby_rest_app(lambda: self._leader_rest))
             self._ha.start_leader_election(self, self.rpc_address)
         except BaseException:
             self.close()
@@ -160,15 +175,7 @@ class StandaloneSessionClusterEntrypoint:
             savepoint_targets=SavepointTargets.from_configuration(conf),
             store_duration=conf.get(RestOptions.ASYNC_STORE_DURATION),
         )
-        certificate, key = _rest_tls_files(conf)
-        self._rest = DispatcherRestEndpoint(
-            app,
-            conf.get(RestOptions.BIND_ADDRESS),
-            conf.get(RestOptions.PORT),
-            ssl_certificate=certificate,
-            ssl_key=key,
-        ).start()
-        self.rest_url = self._rest.url
+        self._serve_rest(app)
         if leader is not None:
             leader.publish(RESOURCE_MANAGER, resource_manager.address)
             leader.publish(DISPATCHER, dispatcher.address)
@@ -176,7 +183,8 @@ class StandaloneSessionClusterEntrypoint:
         logger.info("leading (session %s); REST API at %s", leader_session_id, self.rest_url)
 
     def revoke_leadership(self) -> None:
-        """Stop the REST API, the Dispatcher (suspending its jobs) and the ResourceManager."""
+        """Stop the REST API, the Dispatcher (suspending its jobs) and the ResourceManager;
+        the REST API's port then redirects to the next leader."""
         if self._rest is not None:
             self._rest.close()
             self._rest = None
@@ -188,6 +196,27 @@ class StandaloneSessionClusterEntrypoint:
                 endpoint.close_async().result(timeout=timeout)
             except Exception as error:  # a stuck endpoint must not keep the standby from coming
                 logger.warning("stopping %s: %r", endpoint.endpoint_id, error)
+        if self._leader_rest_retrieval is not None and self._rpc is not None:
+            self._serve_rest(create_standby_rest_app(lambda: self._leader_rest))
+
+    def _serve_rest(self, app: Any) -> None:
+        """Serve ``app`` as this process's REST API, on the port the previous one had."""
+        conf = self.configuration
+        if self._rest is not None:
+            self._rest.close()
+        certificate, key = _rest_tls_files(conf)
+        self._rest = DispatcherRestEndpoint(
+            app,
+            conf.get(RestOptions.BIND_ADDRESS),
+            self._rest_port,
+            ssl_certificate=certificate,
+            ssl_key=key,
+        ).start()
+        self.rest_url, self._rest_port = self._rest.url, self._rest.port
+
+    def _leader_rest_changed(self, leader: LeaderInformation | None) -> None:
+        """kazoo's thread: the leader's REST URL (read by the standby app per request)."""
+        self._leader_rest = leader.address if leader is not None else None
 
     def close(self, timeout: float = 30.0) -> None:
         """Give up leadership (HA: jobs suspended for the next leader), stop the REST API,
@@ -198,6 +227,8 @@ class StandaloneSessionClusterEntrypoint:
         if self._info is not None:
             self._files.unregister(self._info)
             self._info = None
+        if self._leader_rest_retrieval is not None:
+            self._leader_rest_retrieval.stop()
         if self._ha is not None:
             ha, self._ha = self._ha, None
             try:
