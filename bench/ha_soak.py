@@ -407,14 +407,14 @@ class Soak:
         return 1 if changes or state != "RUNNING" else 0
 
     def leader_warnings(self) -> list[str]:
-        found = []
+        found: dict[str, None] = {}  # stderr and the log file repeat the same warnings: once each
         for jm in self.jobmanagers:
             logs = [jm.log, *(self.work / "tmp" / "log").glob(f"jobmanager-*-{jm.pid}.log")]
             for log in logs:
                 for line in log.read_text(errors="replace").splitlines():
                     if "WARNING" in line and re.search(r"kazoo|leader_election", line):
-                        found.append(f"  [jobmanager {jm.pid} {log.name}] {line}")
-        return found
+                        found.setdefault(f"  [jobmanager {jm.pid}] {line}")
+        return list(found)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
