@@ -114,6 +114,21 @@ class HaCluster:
         node = self.paths.checkpoints(job_id)  # type: ignore[arg-type]
         return self.zookeeper.get_children(node) if self.zookeeper.exists(node) else []
 
+    def await_checkpoint(self, job_id: str) -> None:
+        """Wait until a checkpoint of the job completed: its pointer is in ZooKeeper."""
+        self.cluster.wait_until(
+            lambda: len(self.completed_checkpoints(job_id)) >= 1,
+            what="a checkpoint completed in ZooKeeper",
+        )
+
+    def await_clean_result(self, job_id: str) -> None:
+        """Wait until the job's result is recorded clean in the JobResultStore."""
+        store = self.cluster.work / "ha"
+        self.cluster.wait_until(
+            lambda: any(store.rglob(f"job-result-store/{job_id}.msgpack")),
+            what="a clean job result entry",
+        )
+
     def close(self) -> None:
         stop_zookeeper_client(self.zookeeper)
         self.cluster.close()
@@ -173,10 +188,7 @@ def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exact
     graph, gate, out = start_job(spark, flights_dir, ha_cluster, tmp_path)
     with cluster.remote() as client:
         waiting = client.job_client.submit_job_wait(graph)
-        cluster.wait_until(
-            lambda: len(ha_cluster.completed_checkpoints(graph.job_id)) >= 1,
-            what="a checkpoint completed in ZooKeeper",
-        )
+        ha_cluster.await_checkpoint(graph.job_id)
         # the standby's REST API redirects to the leader's
         standby = httpx.get(
             f"http://127.0.0.1:{ha_cluster.rest_ports[second.pid]}/jobs/{graph.job_id}",
@@ -208,13 +220,7 @@ def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exact
     assert isinstance(result, JobResultSuccess), result
     assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
     # the finished job is recorded, and its HA data gone: no leader runs it again
-    cluster.wait_until(
-        lambda: (
-            (tmp_path / "ha").rglob(f"{graph.job_id}.msgpack") is not None
-            and any((tmp_path / "ha").rglob(f"job-result-store/{graph.job_id}.msgpack"))
-        ),
-        what="a clean job result entry",
-    )
+    ha_cluster.await_clean_result(graph.job_id)
     assert not ha_cluster.zookeeper.exists(ha_cluster.paths.job_graph(graph.job_id))
 
 
@@ -228,10 +234,7 @@ def test_a_leader_frozen_past_its_session_timeout_wakes_as_a_standby_and_commits
     graph, gate, out = start_job(spark, flights_dir, ha_cluster, tmp_path)
     with cluster.remote() as client:
         waiting = client.job_client.submit_job_wait(graph)
-        cluster.wait_until(
-            lambda: len(ha_cluster.completed_checkpoints(graph.job_id)) >= 1,
-            what="a checkpoint completed in ZooKeeper",
-        )
+        ha_cluster.await_checkpoint(graph.job_id)
         os.kill(first.pid, signal.SIGSTOP)
         try:
             cluster.wait_until(
@@ -295,10 +298,7 @@ def test_three_jobmanagers_survive_two_leader_kills_and_a_finished_job_never_run
     assert_same_result(read_output(out), expected)
 
     # A finished job is never run again: one more failover, and the new leader only reports it.
-    cluster.wait_until(
-        lambda: any((tmp_path / "ha").rglob(f"job-result-store/{graph.job_id}.msgpack")),
-        what="a clean job result entry",
-    )
+    ha_cluster.await_clean_result(graph.job_id)
     written = sorted(p.name for p in out.rglob("*.parquet"))
     fresh = ha_cluster.start_jobmanager()
     os.killpg(jobmanagers[0].pid, signal.SIGKILL)
@@ -323,10 +323,7 @@ def test_a_zookeeper_restart_mid_job_loses_no_job_and_runs_none_twice(
     graph, gate, out = start_job(spark, flights_dir, ha_cluster, tmp_path)
     with cluster.remote() as client:
         waiting = client.job_client.submit_job_wait(graph)
-        cluster.wait_until(
-            lambda: len(ha_cluster.completed_checkpoints(graph.job_id)) >= 1,
-            what="a checkpoint completed in ZooKeeper",
-        )
+        ha_cluster.await_checkpoint(graph.job_id)
         zookeeper.restart()
         cluster.wait_until(
             lambda: (
