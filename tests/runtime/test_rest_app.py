@@ -33,6 +33,7 @@ from millrace.runtime.jobgraph import JobGraph, JobVertex, OperatorKind, Seriali
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.types import JobId
+from tests.waiting import wait_value
 
 WAIT = 10.0
 TOKEN = "a" * 64
@@ -88,8 +89,13 @@ def test_finished_savepoint_requests_are_forgotten_after_the_store_duration(rest
     triggered = rest.client.post(f"/jobs/{job_id}/savepoints", json={}, headers=AUTH)
     assert triggered.status_code == 202, triggered.text
     path = f"/jobs/{job_id}/savepoints/{triggered.json()['request-id']}"
-    status = rest.client.get(path, headers=AUTH)
-    assert status.status_code == 200 and status.json()["status"] == "COMPLETED"  # failed: no task
+    status = wait_value(
+        lambda: rest.client.get(path, headers=AUTH),
+        lambda answer: answer.status_code != 200 or answer.json()["status"] != "IN_PROGRESS",
+        what="the savepoint request to finish (it fails: the job has no running task)",
+        timeout=WAIT,
+    )
+    assert status.status_code == 200 and status.json()["status"] == "COMPLETED", status.text
     rest.clock.advance(299.0)
     assert rest.client.get(path, headers=AUTH).status_code == 200
     rest.clock.advance(1.0)
