@@ -42,6 +42,9 @@ class IOMetrics:
         dead_letters: Malformed records sent to the dead-letter output.
         late_records: Records later than the watermark, sent to the late side output.
         bundles: Spark jobs run for bundles.
+        busy_ms: Accumulated ms the task spent processing (Flink's accumulated busy time).
+        idle_ms: Accumulated ms the task waited for input.
+        backpressured_ms: Accumulated ms the task waited for room downstream.
     """
 
     records_in: int = 0
@@ -49,6 +52,9 @@ class IOMetrics:
     dead_letters: int = 0
     late_records: int = 0
     bundles: int = 0
+    busy_ms: int = 0
+    idle_ms: int = 0
+    backpressured_ms: int = 0
 
     def add(self, other: IOMetrics) -> None:
         self.records_in += other.records_in
@@ -56,6 +62,9 @@ class IOMetrics:
         self.dead_letters += other.dead_letters
         self.late_records += other.late_records
         self.bundles += other.bundles
+        self.busy_ms += other.busy_ms
+        self.idle_ms += other.idle_ms
+        self.backpressured_ms += other.backpressured_ms
 
 
 @dataclass
