@@ -35,7 +35,9 @@ def _task() -> tuple[SparkStreamTask, list[IOMetrics]]:
     metrics = IOMetrics()
     task = object.__new__(SparkStreamTask)
     task.environment = SimpleNamespace(  # type: ignore[assignment]
-        metrics=metrics, report_metrics=lambda: sent.append(IOMetrics(**vars(metrics)))
+        metrics=metrics,
+        report_metrics=lambda: sent.append(IOMetrics(**vars(metrics))),
+        io_metrics=SimpleNamespace(sync=lambda: None),
     )
     task._metrics_reported = None
     return task, sent

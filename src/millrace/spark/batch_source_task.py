@@ -73,7 +73,8 @@ class BatchSourceTask(SourceStreamTask):
             if reply.split is None:
                 if not reply.more_expected:
                     return
-                time.sleep(_SPLIT_WAIT)  # a bounded source still discovering its splits
+                with env.io_metrics.idle():  # a bounded source still discovering its splits
+                    time.sleep(_SPLIT_WAIT)
                 continue
             self._reader.add_split(reply.split, reply.position)
             taken += 1

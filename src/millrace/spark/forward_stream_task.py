@@ -41,7 +41,7 @@ class ForwardStreamTask(SparkStreamTask):
         sequence = 0
         while not gate.finished:
             env.check_cancelled()
-            for channel, event in gate.poll_next(poll_timeout):
+            for channel, event in self.poll_input(gate, poll_timeout):
                 if isinstance(event, DataBundle):
                     self.forward_file(schemas, channel, event.path, sequence)
                     sequence += 1

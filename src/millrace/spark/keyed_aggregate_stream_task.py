@@ -71,10 +71,10 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         max_files = conf.get(ExecutionOptions.STATE_COMPACTION_FILES)
         while not gate.finished:
             env.check_cancelled()
-            events = gate.poll_next(poll_timeout)
+            events = self.poll_input(gate, poll_timeout)
             while events:  # take whatever else already arrived
                 self._accept(events)
-                events = gate.poll_next(0) if not gate.finished else []
+                events = self.poll_input(gate, 0) if not gate.finished else []
             if self._emit_per_batch and self._fresh:
                 self._emit()
             for files in (self._settled, self._fresh):

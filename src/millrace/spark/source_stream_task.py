@@ -92,8 +92,11 @@ class SourceStreamTask(SparkStreamTask):
                 if self._exhausted and self._reader.is_finished():
                     break
                 self._set_active(self._has_records_to_read())
+                polled = time.monotonic()
                 bundle = self._reader.poll(self._max_delay)
-                if bundle is not None:
+                if bundle is None:  # the poll waited for records: idle
+                    env.io_metrics.add_idle(time.monotonic() - polled)
+                else:
                     self._last_records_at = time.monotonic()
                     self._set_active(True)
                     self._process(bundle, sequence)
@@ -233,6 +236,8 @@ class SourceStreamTask(SparkStreamTask):
         self.report_clock(self._tracker.emitted)
 
     def _emit_watermark(self, watermark: int | None) -> None:
+        if watermark is not None:  # a source reads none: it reports the one it emits
+            self.environment.io_metrics.current_input_watermark_ms = watermark
         if watermark is not None and self.tdd.output_partition is not None:
             self.environment.broadcast(Watermark(watermark))
 

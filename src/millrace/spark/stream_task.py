@@ -227,6 +227,15 @@ class SparkStreamTask(AbstractInvokable):
             time.perf_counter() - started,
         )
 
+    def poll_input(self, gate: Any, timeout: float) -> list[Any]:
+        """``gate.poll_next(timeout)``, the wait timed as idle (waiting for input), and the
+        gate's watermark kept as the task's ``currentInputWatermark``."""
+        metrics = self.environment.io_metrics
+        with metrics.idle():
+            events: list[Any] = gate.poll_next(timeout)
+        metrics.current_input_watermark_ms = gate.watermark
+        return events
+
     def report_clock(self, watermark_ms: int, *, force: bool = False) -> None:
         """Report this task's min clock to the JobMaster's clock service (seed 001) when it
         changed, at most every ``execution.clock.report-interval`` unless ``force``."""
@@ -240,15 +249,19 @@ class SparkStreamTask(AbstractInvokable):
         self.environment.checkpoint_responder.report_watermark(watermark_ms)
 
     def report_progress(self) -> None:
-        """Send the task's counters to the JobMaster when they changed, at most once a second.
+        """Send the task's counters to the JobMaster when they changed, at most once a second
+        (a running task's busy or idle time always moves, so that is about once a second).
 
         Called on every turn of the task's loop, idle turns included, so the counts of a last
         bundle reach the JobMaster within a second even when no bundle follows.
         """
         now = time.monotonic()
-        counters = astuple(self.environment.metrics)
         last = self._metrics_reported
-        if last is not None and (last[0] == counters or now - last[1] < _METRICS_INTERVAL):
+        if last is not None and now - last[1] < _METRICS_INTERVAL:
+            return
+        self.environment.io_metrics.sync()  # busy/idle time and the rates move on
+        counters = astuple(self.environment.metrics)
+        if last is not None and last[0] == counters:
             return
         self._metrics_reported = (counters, now)
         self.environment.report_metrics()

@@ -73,10 +73,10 @@ class TwoInputStreamTask(SparkStreamTask):
         self.max_files = env.configuration.get(ExecutionOptions.STATE_COMPACTION_FILES)
         while not gate.finished:
             env.check_cancelled()
-            events = gate.poll_next(poll_timeout)
+            events = self.poll_input(gate, poll_timeout)
             while events:  # take whatever else already arrived before joining
                 self._accept(events, gate.watermark)
-                events = gate.poll_next(0) if not gate.finished else []
+                events = self.poll_input(gate, 0) if not gate.finished else []
             self._advance(gate.watermark)
             self.report_clock(self.fired)
             self.report_progress()

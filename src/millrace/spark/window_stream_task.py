@@ -86,10 +86,10 @@ class WindowStreamTask(SparkStreamTask):
         max_files = env.configuration.get(ExecutionOptions.STATE_COMPACTION_FILES)
         while not gate.finished:
             env.check_cancelled()
-            events = gate.poll_next(poll_timeout)
+            events = self.poll_input(gate, poll_timeout)
             while events:  # take whatever else already arrived before deciding to fire
                 self._accept(events)
-                events = gate.poll_next(0) if not gate.finished else []
+                events = self.poll_input(gate, 0) if not gate.finished else []
             if self._ready(gate.watermark):
                 self._fire(gate.watermark)
             elif len(self._files) > max_files:

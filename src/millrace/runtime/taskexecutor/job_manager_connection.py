@@ -12,10 +12,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.deployment import TaskDeploymentDescriptor
+from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.types import ExecutionAttemptId, JobMasterId
 
-__all__ = ["JobManagerConnection", "RpcCheckpointResponder"]
+__all__ = ["JobManagerConnection", "RpcCheckpointResponder", "request_next_input_split"]
 
 
 @dataclass
@@ -62,3 +64,14 @@ class RpcCheckpointResponder:
 
     def report_watermark(self, watermark_ms: int) -> None:
         self._tell(lambda jm: jm.report_watermark(self._attempt_id, watermark_ms))
+
+
+def request_next_input_split(
+    job_master: Future[JobMasterGateway], tdd: TaskDeploymentDescriptor
+) -> Future[NextInputSplit]:
+    """RequestNextInputSplit for the task of ``tdd`` (its thread; waits for the connection).
+
+    Returns:
+        The JobMaster's future of the next split.
+    """
+    return job_master.result().request_next_input_split(tdd.vertex_id, tdd.attempt_id)

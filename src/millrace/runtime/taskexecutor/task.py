@@ -133,6 +133,9 @@ class Task:
 
     def _set(self, state: ExecutionState, error: str | None = None) -> None:
         self.state = state
+        if state is ExecutionState.RUNNING:
+            self.environment.io_metrics.start()  # busy time counts from RUNNING
+        self.environment.io_metrics.sync()
         self._report(state, self.environment.metrics, error)
 
     def _run(self) -> None:

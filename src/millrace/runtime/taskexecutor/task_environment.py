@@ -23,6 +23,7 @@ from millrace.runtime.executiongraph import IOMetrics
 from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.io.partition_events import PartitionEvent
+from millrace.runtime.metrics.task_io_metric_group import TaskIOMetricGroup
 
 __all__ = ["AbstractInvokable", "CheckpointResponder", "TaskEnvironment"]
 
@@ -56,6 +57,11 @@ class TaskEnvironment:
             JobMaster.
         report_metrics: Sends the task's counters to the JobMaster (a RUNNING update).
 
+    Attributes:
+        metrics: The task's counters (IOMetrics).
+        io_metrics: Its time accounting and published metric snapshots
+            (:class:`~millrace.runtime.metrics.task_io_metric_group.TaskIOMetricGroup`).
+
     Threading:
         The task thread, except ``cancel`` and ``trigger_checkpoint`` (any thread).
     """
@@ -78,6 +84,15 @@ class TaskEnvironment:
         self._spark: Any = None
         self.working_dir = working_dir
         self.metrics = IOMetrics()
+        self.io_metrics = TaskIOMetricGroup(
+            tdd.job_id,
+            tdd.job_name,
+            tdd.vertex_id,
+            tdd.task_name,
+            tdd.subtask_index,
+            tdd.attempt_id,
+            self.metrics,
+        )
         self.input_gate = input_gate
         self._request_split = request_split
         self._emit = emit
@@ -124,7 +139,8 @@ class TaskEnvironment:
             TaskCancelledError: If the task was cancelled.
         """
         self.check_cancelled()
-        return self._request_split().result(timeout=timeout)
+        with self.io_metrics.idle():  # waiting for splits is waiting for input
+            return self._request_split().result(timeout=timeout)
 
     def emit(self, subpartition: int, event: PartitionEvent) -> None:
         """Append ``event`` to subpartition ``subpartition`` of the output partition."""
@@ -135,7 +151,9 @@ class TaskEnvironment:
         self._emit(None, event)
 
     def report_metrics(self) -> None:
-        """Send the counters so far to the JobMaster (progress of a running task)."""
+        """Send the counters so far to the JobMaster (progress of a running task), with the
+        busy/idle/back-pressured time brought up to date (and a new metrics snapshot)."""
+        self.io_metrics.sync()
         self._report_metrics()
 
     @property

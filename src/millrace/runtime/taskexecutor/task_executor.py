@@ -38,10 +38,10 @@ from millrace.runtime.deployment import (
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
 from millrace.runtime.highavailability.leader_retrieval import LeaderInformation
 from millrace.runtime.io.input_gate import InputGate
-from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.io.partition_events import PartitionEvent, PartitionEvents
 from millrace.runtime.io.result_partition import ResultPartition
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
+from millrace.runtime.metrics.task_manager_metric_group import TaskManagerMetricGroup
 from millrace.runtime.registration import (
     AcknowledgeRegistration,
     AlreadyRegistered,
@@ -53,6 +53,7 @@ from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceMa
 from millrace.runtime.taskexecutor.job_manager_connection import (
     JobManagerConnection,
     RpcCheckpointResponder,
+    request_next_input_split,
 )
 from millrace.runtime.taskexecutor.partition_client import partition_poll
 from millrace.runtime.taskexecutor.task import Task, join_tasks_then
@@ -115,6 +116,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         self._poll_timeout = configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
         self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR)).resolve()
         self._tasks: dict[ExecutionAttemptId, Task] = {}
+        self.metric_group = TaskManagerMetricGroup(self.resource_id)  # its tasks' metrics
         self._partitions: dict[ResultPartitionId, ResultPartition] = {}
         self._job_masters: dict[JobId, JobManagerConnection] = {}
         self._resource_manager: ResourceManagerGateway | None = None
@@ -370,7 +372,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             configuration,
             self._task_runtime.started,
             self._tmp_dir / "jobs" / tdd.job_id,
-            request_split=lambda: self._request_split(job_master, tdd),
+            request_split=lambda: request_next_input_split(job_master, tdd),
             emit=lambda sub, event: self.run_async(lambda: self._emit(tdd, sub, event)),
             input_gate=gate,
             checkpoint_responder=RpcCheckpointResponder(
@@ -389,6 +391,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             cancel_work=functools.partial(self._task_runtime.cancel_task_work, tdd.attempt_id),
         )
         self._tasks[tdd.attempt_id] = task
+        self.metric_group.add_task(env.io_metrics)
         task.start()
         return TaskOperationResult(tdd.attempt_id, True)
 
@@ -436,6 +439,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
     ) -> None:
         if state.is_terminal:
             self._tasks.pop(tdd.attempt_id, None)
+            self.metric_group.remove_task(tdd.attempt_id)
         snapshot = IOMetrics(**vars(metrics))
         message = TaskExecutionState(tdd.job_id, tdd.attempt_id, state, snapshot, error)
         connection = self._job_masters.get(tdd.job_id)
@@ -445,12 +449,6 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             connection.gateway,
             lambda f: f.exception() is None and f.result().update_task_execution_state(message),
         )
-
-    @staticmethod
-    def _request_split(
-        job_master: Future[JobMasterGateway], tdd: TaskDeploymentDescriptor
-    ) -> Future[NextInputSplit]:
-        return job_master.result().request_next_input_split(tdd.vertex_id, tdd.attempt_id)
 
     # Result partitions -------------------------------------------------------------------------
 
