@@ -31,6 +31,7 @@ __all__ = [
     "HighAvailabilityMode",
     "HighAvailabilityOptions",
     "JobManagerOptions",
+    "MetricOptions",
     "PipelineOptions",
     "RestOptions",
     "RpcOptions",
@@ -40,8 +41,11 @@ __all__ = [
     "TaskManagerOptions",
     "all_options",
     "check_high_availability",
+    "check_metric_reporters",
     "check_rpc_limits",
+    "metric_reporters",
     "parse_duration",
+    "parse_port_range",
     "parse_size",
 ]
 
@@ -692,6 +696,30 @@ class RestOptions:
     )
 
 
+class MetricOptions:
+    """The metric reporters of every cluster process (Flink's ``metrics.*`` keys)."""
+
+    REPORTERS = _str(
+        "metrics.reporters",
+        "prom",
+        "Metric reporters to start in every cluster process, comma-separated: 'prom' (the "
+        "Prometheus reporter, Flink's name) or '' / 'none' for none.",
+    )
+    PROM_PORT = _str(
+        "metrics.reporter.prom.port",
+        "9249",
+        "Port of the Prometheus reporter's /metrics endpoint, or a range such as '9250-9260': "
+        "each process on a host takes the first free port of the range (0: any free port). "
+        "With no port of the range free, the process logs a warning and runs without it.",
+    )
+    PROM_HOST = _str(
+        "metrics.reporter.prom.host",
+        "127.0.0.1",
+        "Interface the Prometheus reporter listens on (loopback by default, like "
+        "rest.bind-address).",
+    )
+
+
 class SecurityOptions:
     """Authentication and encryption of the cluster's connections."""
 
@@ -857,6 +885,53 @@ class PipelineOptions:
     )
 
 
+def parse_port_range(value: object, *, key: str) -> range:
+    """Parse a port (``"9249"``) or an inclusive range (``"9250-9260"``) into a ``range``.
+
+    Raises:
+        ConfigError: If the value is neither, or a port lies outside 0-65535, or the range
+            is empty; names ``key``.
+    """
+    allowed = "a port such as '9249' or a range such as '9250-9260' (ports 0-65535)"
+    text = str(value).strip()
+    match = _PORT_RANGE.match(text)
+    if isinstance(value, bool) or match is None:
+        raise ConfigError(key, value, allowed)
+    low = int(match.group(1))
+    high = int(match.group(2)) if match.group(2) is not None else low
+    if high > 65535 or low > high or (low == 0 and high != 0):
+        raise ConfigError(key, value, allowed)
+    return range(low, high + 1)
+
+
+_PORT_RANGE = re.compile(r"^([0-9]{1,5})(?:\s*-\s*([0-9]{1,5}))?$")
+METRIC_REPORTER_NAMES = ("prom",)
+
+
+def check_metric_reporters(conf: Configuration) -> None:
+    """Check ``metrics.reporters`` (known names only) and the Prometheus reporter's port.
+
+    Raises:
+        ConfigError: Naming the key, for an unknown reporter or a bad port range.
+    """
+    for name in metric_reporters(conf):
+        if name not in METRIC_REPORTER_NAMES:
+            raise ConfigError(
+                MetricOptions.REPORTERS.key,
+                conf.get(MetricOptions.REPORTERS),
+                "a comma-separated list of " + ", ".join(METRIC_REPORTER_NAMES) + ", or none",
+            )
+    parse_port_range(conf.get(MetricOptions.PROM_PORT), key=MetricOptions.PROM_PORT.key)
+
+
+def metric_reporters(conf: Configuration) -> list[str]:
+    """The reporter names of ``metrics.reporters`` ([] for '' or 'none')."""
+    text = conf.get(MetricOptions.REPORTERS).strip()
+    if text.lower() in ("", "none"):
+        return []
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def all_options() -> list[ConfigOption[Any]]:
     """Every known option, sorted by key."""
     options = []
@@ -865,6 +940,7 @@ def all_options() -> list[ConfigOption[Any]]:
         JobManagerOptions,
         TaskManagerOptions,
         RestOptions,
+        MetricOptions,
         SecurityOptions,
         HeartbeatOptions,
         FailoverOptions,
@@ -967,6 +1043,7 @@ class Configuration:
             )
         check_rpc_limits(self)
         check_high_availability(self)
+        check_metric_reporters(self)
 
     def to_dict(self) -> dict[str, object]:
         return dict(self._values)
@@ -992,6 +1069,7 @@ _PROCESS_KEY_PREFIXES = (
     "high-availability.",
     "jobmanager.",
     "taskmanager.",
+    "metrics.",
     "rest.",
     "security.",
     "minicluster.",

@@ -51,6 +51,8 @@ def test_cluster_start_run_list_cancel_stop(flights_dir, tmp_path) -> None:
         "spark.driver.memory=1g",
         "-D",
         "slot.request.timeout=5 min",
+        "-D",
+        "metrics.reporter.prom.port=0",  # no test fights for 9249
     ]
     pids: list[int] = []
     try:

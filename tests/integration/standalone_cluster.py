@@ -67,6 +67,8 @@ class StandaloneCluster:
             "io.tmp.dirs": str(self.work / "tmp"),
             "jobmanager.rpc.port": str(self.rpc_port),
             "rest.port": str(self.rest_port),
+            # every process its own free port: tests never fight for 9249 (ProcessInfo names it)
+            "metrics.reporter.prom.port": "0",
             "spark.driver.memory": "1g",
             **self.settings,
         }

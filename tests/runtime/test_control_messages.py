@@ -43,6 +43,8 @@ from millrace.runtime.jobgraph import (
     SerializedOperator,
 )
 from millrace.runtime.jobmaster.clock_service import TaskClock, WatermarksInfo
+from millrace.runtime.metrics.metric_query_service import MetricDump
+from millrace.runtime.metrics.task_io_metric_group import TaskMetricsSnapshot
 from millrace.runtime.registration import (
     AcknowledgeRegistration,
     AlreadyRegistered,
@@ -131,6 +133,12 @@ SAMPLES = [
     CheckpointStatistics(2000, "EXACTLY_ONCE", 4, 1, 1, "", ["/chk/job/chk-4"], [RECORD]),
     TaskClock("flights", 1, 1_359_676_799_999),
     WatermarkStatus(False),
+    TaskMetricsSnapshot("job", "name", "vertex", "Source: words", 0, "attempt", records_in=7),
+    MetricDump(
+        "tm-1",
+        {"Status.JVM.Memory.Heap.Used": 1.0e8},
+        (TaskMetricsSnapshot("job", "name", "vertex", "Sink", 1, "attempt", busy_ms=5),),
+    ),
     WatermarksInfo(1_359_676_799_999, [TaskClock("window", 0, MIN_WATERMARK)]),
 ]
 

@@ -44,6 +44,8 @@ from millrace.runtime.jobgraph import (
     SerializedOperator,
 )
 from millrace.runtime.jobmaster.clock_service import TaskClock, WatermarksInfo
+from millrace.runtime.metrics.metric_query_service import MetricDump
+from millrace.runtime.metrics.task_io_metric_group import TaskMetricsSnapshot
 from millrace.runtime.registration import (
     AcknowledgeRegistration,
     AlreadyRegistered,
@@ -94,6 +96,9 @@ CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
     (37, TaskClock),
     (38, WatermarksInfo),
     (39, WatermarkStatus),
+    # 60 and up: issue 14's metrics (ids 40-59 left to the other issue-14 messages)
+    (60, TaskMetricsSnapshot),
+    (61, MetricDump),
 )
 
 

@@ -148,6 +148,7 @@ class TestingResourceManagerGateway(_Recording):
     Attributes:
         request_slot_fn: ``(job_master_address, job_master_id, job_id, allocation_id) -> ...``.
         task_manager_infos: What ``request_task_manager_infos`` answers.
+        metric_dumps: What ``request_task_manager_metrics`` answers (filtered by id).
     """
 
     __test__ = False
@@ -158,6 +159,7 @@ class TestingResourceManagerGateway(_Recording):
             Acknowledge()
         )
         self.task_manager_infos: list[TaskManagerInfo] = []
+        self.metric_dumps: list[Any] = []  # MetricDumps for request_task_manager_metrics
 
     def register_task_executor(
         self, registration: Any, timeout: float | None = None
@@ -187,6 +189,14 @@ class TestingResourceManagerGateway(_Recording):
     def request_task_manager_infos(self) -> Future[list[TaskManagerInfo]]:
         self._record("request_task_manager_infos")
         return _answer(lambda: list(self.task_manager_infos))
+
+    def request_task_manager_metrics(
+        self, resource_id: str | None = None, timeout: float | None = None
+    ) -> Future[list[Any]]:
+        self._record("request_task_manager_metrics", resource_id)
+        return _answer(
+            lambda: [d for d in self.metric_dumps if resource_id in (None, d.resource_id)]
+        )
 
     def heartbeat_from_task_manager(self, resource_id: str) -> None:
         self._record("heartbeat_from_task_manager", resource_id)

@@ -28,12 +28,14 @@ class ProcessInfo:
         pid: Its process id.
         rpc_address: ``host:port`` of its RPC service.
         rest_url: ``http://host:port`` of the REST API (JobManager only), else "".
+        metrics_url: ``http://host:port/metrics`` of its Prometheus reporter, else "".
     """
 
     kind: str
     pid: int
     rpc_address: str
     rest_url: str = ""
+    metrics_url: str = ""
 
 
 class ClusterFiles:

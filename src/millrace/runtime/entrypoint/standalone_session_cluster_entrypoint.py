@@ -61,6 +61,11 @@ from millrace.runtime.highavailability.zookeeper_paths import (
     REST_SERVER,
 )
 from millrace.runtime.io_executor import create_io_executor, shutdown_io_executor
+from millrace.runtime.metrics.flink_collectors import JobManagerCollector
+from millrace.runtime.metrics.prometheus_reporter import (
+    PrometheusReporter,
+    start_prometheus_reporter,
+)
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.runtime.rpc_utils import create_remote_rpc_service
@@ -106,6 +111,10 @@ class StandaloneSessionClusterEntrypoint:
         self._leader_rest_retrieval: ZooKeeperLeaderRetrieval | None = None
         self._files = ClusterFiles(configuration)
         self._info: ProcessInfo | None = None
+        self._reporter: PrometheusReporter | None = None
+        # The leader's (Dispatcher, ResourceManager) gateways for the metrics collector, an
+        # immutable pair replaced as a whole (None while not leading).
+        self._leader_gateways: tuple[DispatcherGateway, ResourceManagerGateway] | None = None
         self.rpc_address = ""
         self.rest_url = ""
 
@@ -140,11 +149,18 @@ class StandaloneSessionClusterEntrypoint:
                     self._ha.client, self._ha.paths, REST_SERVER, self._leader_rest_changed
                 )
                 self._serve_rest(create_standby_rest_app(lambda: self._leader_rest))
+            collector = JobManagerCollector(
+                lambda: self._leader_gateways, conf.get(RpcOptions.ASK_TIMEOUT)
+            )
+            self._reporter = start_prometheus_reporter(conf, [collector], "jobmanager")
             self._ha.start_leader_election(self, self.rpc_address)
         except BaseException:
             self.close()
             raise
-        self._info = ProcessInfo("jobmanager", os.getpid(), self.rpc_address, self.rest_url)
+        metrics_url = self._reporter.url if self._reporter is not None else ""
+        self._info = ProcessInfo(
+            "jobmanager", os.getpid(), self.rpc_address, self.rest_url, metrics_url
+        )
         self._files.register(self._info)
         logger.info("JobManager at %s, REST API at %s", self.rpc_address, self.rest_url or "-")
         return self
@@ -165,9 +181,12 @@ class StandaloneSessionClusterEntrypoint:
         dispatcher = Dispatcher(rpc, conf, resource_manager.address, io, leader)
         dispatcher.start()
         self._leader_endpoints = [dispatcher, resource_manager]
-        app = create_rest_app(
+        self._leader_gateways = (
             dispatcher.get_self_gateway(DispatcherGateway),
             resource_manager.get_self_gateway(ResourceManagerGateway),
+        )
+        app = create_rest_app(
+            *self._leader_gateways,
             control_message_codec(),
             rest_token(rpc.secret),
             max_body_bytes=conf.get(RpcOptions.FRAMESIZE),
@@ -185,6 +204,7 @@ class StandaloneSessionClusterEntrypoint:
     def revoke_leadership(self) -> None:
         """Stop the REST API, the Dispatcher (suspending its jobs) and the ResourceManager;
         the REST API's port then redirects to the next leader."""
+        self._leader_gateways = None
         if self._rest is not None:
             self._rest.close()
             self._rest = None
@@ -238,6 +258,9 @@ class StandaloneSessionClusterEntrypoint:
         if self._rest is not None:
             self._rest.close()
             self._rest = None
+        if self._reporter is not None:
+            reporter, self._reporter = self._reporter, None
+            reporter.close()
         if self._rpc is not None:
             rpc, self._rpc = self._rpc, None
             try:

@@ -12,11 +12,12 @@ import functools
 import logging
 from concurrent.futures import Future
 
-from millrace.config import Configuration, HeartbeatOptions
+from millrace.config import Configuration, HeartbeatOptions, RpcOptions
 from millrace.errors import RecipientUnreachableError, SlotAllocationError
 from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.runtime.deployment import Acknowledge
 from millrace.runtime.heartbeat import HeartbeatManager
+from millrace.runtime.metrics.metric_query_service import MetricDump, query_task_managers
 from millrace.runtime.registration import (
     PROTOCOL_VERSION,
     AcknowledgeRegistration,
@@ -75,6 +76,7 @@ class ResourceManager(FencedRpcEndpoint, implements=(ResourceManagerGateway,)):
         self.resource_manager_id = leader_session_id
         self._slots = SlotManager()
         self._task_executors: dict[ResourceId, TaskExecutorGateway] = {}
+        self._metrics_timeout = conf.get(RpcOptions.ASK_TIMEOUT) / 2  # within the REST's ask
         self._heartbeats = HeartbeatManager(
             self.clock,
             self.schedule_run_async,
@@ -174,6 +176,18 @@ class ResourceManager(FencedRpcEndpoint, implements=(ResourceManagerGateway,)):
 
     def request_task_manager_infos(self) -> list[TaskManagerInfo]:
         return self._slots.infos()
+
+    def request_task_manager_metrics(
+        self, resource_id: ResourceId | None = None, timeout: float | None = None
+    ) -> Future[list[MetricDump]]:
+        """The metrics of one registered TaskManager (all with None), from the
+        MetricQueryService of each (``metric_query_service.py``)."""
+        targets = [
+            (str(info.resource_id), str(info.address))
+            for info in self._slots.infos()
+            if resource_id is None or info.resource_id == resource_id
+        ]
+        return query_task_managers(self.rpc_service, targets, self._metrics_timeout)
 
     # DeathWatch (seed 000) ---------------------------------------------------------------------
 

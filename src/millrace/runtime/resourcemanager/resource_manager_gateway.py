@@ -16,6 +16,7 @@ from typing import Protocol
 
 from millrace.rpc import RpcGateway
 from millrace.runtime.deployment import Acknowledge
+from millrace.runtime.metrics.metric_query_service import MetricDump
 from millrace.runtime.registration import RegisterTaskManager, RegistrationResponse
 from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
 from millrace.types import AllocationId, JobId, JobMasterId, ResourceId
@@ -92,6 +93,20 @@ class ResourceManagerGateway(RpcGateway, Protocol):
         Returns:
             Future completed with one TaskManagerInfo per registered TaskManager: address,
             slots and free slots.
+        """
+        ...
+
+    def request_task_manager_metrics(
+        self, resource_id: ResourceId | None = None, timeout: float | None = None
+    ) -> Future[list[MetricDump]]:
+        """The metrics of TaskManager ``resource_id`` (every registered one with None), as
+        its MetricQueryService reports them (REST ``/taskmanagers/{id}/metrics``, subtask
+        metrics, back pressure; Flink's MetricFetcher).
+
+        Returns:
+            Future completed with one MetricDump per TaskManager that answered within half
+            the ask timeout (an unknown ``resource_id``: an empty list); never failed by a
+            TaskManager that does not answer.
         """
         ...
 

@@ -37,6 +37,12 @@ from millrace.runtime.highavailability.zookeeper_client import (
     stop_zookeeper_client,
 )
 from millrace.runtime.highavailability.zookeeper_paths import RESOURCE_MANAGER, ZooKeeperPaths
+from millrace.runtime.metrics.flink_collectors import TaskManagerCollector
+from millrace.runtime.metrics.metric_query_service import MetricQueryService
+from millrace.runtime.metrics.prometheus_reporter import (
+    PrometheusReporter,
+    start_prometheus_reporter,
+)
 from millrace.runtime.rpc_utils import create_remote_rpc_service
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.runtime.taskexecutor.task_runtime import TaskRuntime
@@ -86,6 +92,7 @@ class TaskManagerRunner:
         self.task_executor: TaskExecutor | None = None
         self._zookeeper: Any = None  # kazoo client under high availability
         self._retrieval: ZooKeeperLeaderRetrieval | None = None
+        self._reporter: PrometheusReporter | None = None
 
     def start(self) -> TaskManagerRunner:
         """Start Spark (in the background), the RPC service and the TaskExecutor."""
@@ -110,8 +117,10 @@ class TaskManagerRunner:
             self._runtime,
             ResourceId(f"taskmanager-{port}-{new_id()[:6]}"),
         )
+        self._start_metrics(self.task_executor)
         self._runtime.started.add_done_callback(self._spark_started)
-        self._info = ProcessInfo("taskmanager", os.getpid(), self._rpc.authority)
+        metrics_url = self._reporter.url if self._reporter is not None else ""
+        self._info = ProcessInfo("taskmanager", os.getpid(), self._rpc.authority, "", metrics_url)
         self._files.register(self._info)
         logger.info(
             "TaskManager %s at %s, JobManager %s",
@@ -120,6 +129,15 @@ class TaskManagerRunner:
             self.jobmanager,
         )
         return self
+
+    def _start_metrics(self, executor: TaskExecutor) -> None:
+        """The MetricQueryService (REST metric paths) and the Prometheus reporter, both
+        reading the snapshots the TaskExecutor's tasks publish."""
+        assert self._rpc is not None
+        snapshots = executor.metric_group.snapshots
+        MetricQueryService(self._rpc, executor.resource_id, snapshots).start()
+        collector = TaskManagerCollector(executor.resource_id, snapshots)
+        self._reporter = start_prometheus_reporter(self.configuration, [collector], "taskmanager")
 
     def _spark_started(self, started: Future[Any]) -> None:
         """Register only with a warm SparkSession: a slot offered by this TaskManager can run
@@ -151,6 +169,9 @@ class TaskManagerRunner:
         if self._info is not None:
             self._files.unregister(self._info)
             self._info = None
+        if self._reporter is not None:
+            reporter, self._reporter = self._reporter, None
+            reporter.close()
         if self._retrieval is not None:
             self._retrieval.stop()
         if self._zookeeper is not None:

@@ -1,0 +1,195 @@
+"""The Prometheus collectors of the JobManager and the TaskManagers, with Flink's names and
+labels (Flink's PrometheusReporter: scope components joined with ``_``, prefix ``flink_``,
+the scope variables as labels, every metric a gauge).
+
+* TaskManager: ``flink_taskmanager_Status_JVM_*{host, tm_id}`` (process figures, see
+  :mod:`~millrace.runtime.metrics.process_metrics`) and, per running task,
+  ``flink_taskmanager_job_task_<metric>{host, tm_id, job_id, job_name, task_id,
+  task_attempt_id, task_name, subtask_index, task_attempt_num}``.
+* JobManager: ``flink_jobmanager_Status_JVM_*{host}``, ``flink_jobmanager_<metric>{host}``
+  (TaskManagers, slots, running jobs) and, per job that has not ended,
+  ``flink_jobmanager_job_<metric>{host, job_id, job_name}``.
+
+Collectors run on the reporter's HTTP thread at each scrape: the TaskManager's reads the
+immutable snapshots its tasks publish; the JobManager's asks the ResourceManager and the
+Dispatcher through their gateways, waiting at most ``timeout`` seconds (a scrape during a
+leader change or a slow answer yields the process metrics alone).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from millrace.runtime.metrics.metric_values import (
+    TASK_METRICS,
+    job_manager_values,
+    job_values,
+    process_values,
+    task_values,
+)
+from millrace.runtime.metrics.process_metrics import process_metrics
+from millrace.runtime.metrics.task_io_metric_group import TaskMetricsSnapshot
+from millrace.types import JobId
+
+__all__ = [
+    "TASK_LABELS",
+    "JobManagerCollector",
+    "TaskManagerCollector",
+    "host_name",
+    "prometheus_name",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TASK_LABELS = (
+    "host",
+    "tm_id",
+    "job_id",
+    "job_name",
+    "task_id",
+    "task_attempt_id",
+    "task_name",
+    "subtask_index",
+    "task_attempt_num",
+)
+JOB_LABELS = ("host", "job_id", "job_name")
+
+
+def host_name() -> str:
+    """This machine's host name (Flink's ``<host>`` scope variable)."""
+    return socket.gethostname()
+
+
+def prometheus_name(scope: str, metric: str) -> str:
+    """``flink_<scope>_<metric>`` with every character Prometheus refuses as ``_`` (Flink's
+    CHARACTER_FILTER)."""
+    name = f"flink_{scope}_{metric}"
+    return "".join(c if c.isalnum() or c in "_:" else "_" for c in name)
+
+
+def _process_families(scope: str, labels: dict[str, str]) -> Iterator[Metric]:
+    for name, value in process_values(process_metrics()).items():
+        family = GaugeMetricFamily(
+            prometheus_name(scope, name),
+            f"{name} (see millrace.runtime.metrics)",
+            labels=list(labels),
+        )
+        family.add_metric(list(labels.values()), value)
+        yield family
+
+
+class TaskManagerCollector(Collector):
+    """The metrics of one TaskManager process.
+
+    Args:
+        resource_id: The TaskManager's ResourceID (``tm_id``).
+        snapshots: Returns the latest snapshot of every running task (any thread;
+            ``TaskManagerMetricGroup.snapshots``).
+        host: The ``host`` label (default: this machine's host name).
+
+    Threading:
+        ``collect`` on the reporter's HTTP thread.
+    """
+
+    def __init__(
+        self,
+        resource_id: str,
+        snapshots: Callable[[], list[TaskMetricsSnapshot]],
+        host: str | None = None,
+    ) -> None:
+        self._tm_id = resource_id
+        self._snapshots = snapshots
+        self._host = host or host_name()
+
+    def collect(self) -> Iterator[Metric]:
+        yield from _process_families("taskmanager", {"host": self._host, "tm_id": self._tm_id})
+        snapshots = self._snapshots()
+        families = {
+            name: GaugeMetricFamily(
+                prometheus_name("taskmanager_job_task", name), text, labels=TASK_LABELS
+            )
+            for name, text in TASK_METRICS.items()
+        }
+        for snapshot in snapshots:
+            labels = [
+                self._host,
+                self._tm_id,
+                snapshot.job_id,
+                snapshot.job_name,
+                snapshot.vertex_id,
+                snapshot.attempt_id,
+                snapshot.task_name,
+                str(snapshot.subtask_index),
+                "0",  # no attempt number in Millrace's deployment (the attempt id tells them)
+            ]
+            for name, value in task_values(snapshot).items():
+                families[name].add_metric(labels, value)
+        if snapshots:
+            yield from families.values()
+
+
+class JobManagerCollector(Collector):
+    """The metrics of the JobManager process.
+
+    Args:
+        gateways: Returns the ``(dispatcher, resource_manager)`` gateways while this process
+            leads, else None (any thread; set by the entrypoint).
+        timeout: Seconds a scrape waits for each gateway call.
+        host: The ``host`` label (default: this machine's host name).
+
+    Threading:
+        ``collect`` on the reporter's HTTP thread; it only calls gateways.
+    """
+
+    def __init__(
+        self,
+        gateways: Callable[[], tuple[Any, Any] | None],
+        timeout: float,
+        host: str | None = None,
+    ) -> None:
+        self._gateways = gateways
+        self._timeout = timeout
+        self._host = host or host_name()
+
+    def collect(self) -> Iterator[Metric]:
+        yield from _process_families("jobmanager", {"host": self._host})
+        gateways = self._gateways()
+        if gateways is None:
+            return
+        dispatcher, resource_manager = gateways
+        infos = self._ask(resource_manager.request_task_manager_infos())
+        jobs = self._ask(dispatcher.list_jobs())
+        if infos is None or jobs is None:
+            return
+        for name, value in job_manager_values(infos, jobs).items():
+            family = GaugeMetricFamily(prometheus_name("jobmanager", name), name, labels=("host",))
+            family.add_metric([self._host], value)
+            yield family
+        families: dict[str, GaugeMetricFamily] = {}
+        for job in jobs:
+            if job.status.is_globally_terminal:
+                continue
+            stats = self._ask(dispatcher.request_checkpoint_statistics(JobId(job.job_id)))
+            for name, value in job_values(job, stats).items():
+                if name not in families:
+                    families[name] = GaugeMetricFamily(
+                        prometheus_name("jobmanager_job", name), name, labels=JOB_LABELS
+                    )
+                families[name].add_metric([self._host, job.job_id, job.name], value)
+        yield from families.values()
+
+    def _ask(self, future: Future[T]) -> T | None:
+        try:
+            return future.result(timeout=self._timeout)
+        except Exception as error:  # a scrape shows what it can
+            logger.debug("metrics: a gateway call failed: %r", error)
+            return None
