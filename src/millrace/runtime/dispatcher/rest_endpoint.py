@@ -43,6 +43,7 @@ from millrace.rpc.message_codec import MessageCodec
 from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.dispatcher.metrics_rest import create_metrics_router
 from millrace.runtime.dispatcher.rest_guard import RestGuard
 from millrace.runtime.dispatcher.rest_models import (
     CheckpointInfo,
@@ -156,6 +157,7 @@ def create_rest_app(
         description="Flink's REST paths over a Millrace session cluster.",
     )
     app.add_middleware(RestGuard, token=token, job_body_limit_bytes=max_body_bytes)
+    app.include_router(create_metrics_router(dispatcher, resource_manager, timeout))
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
