@@ -5,6 +5,9 @@ with ``taskmanager.numberOfTaskSlots`` slots each, a JobClient, and the data pla
 TaskManagers share (a ``TaskRuntime``, injected: Spark's is
 ``millrace.spark.spark_task_runtime.SparkTaskRuntime``, started in the background while the
 control plane comes up). ``close`` stops every endpoint, the I/O threads and the data plane.
+With ``metrics.reporters`` given explicitly (``-D metrics.reporters=prom``; an embedded
+cluster is a development tool, and a test suite starts many) it also serves the Prometheus
+metrics of its JobManager and TaskManagers (``metrics_url``).
 """
 
 from __future__ import annotations
@@ -12,12 +15,19 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from millrace.config import ClusterOptions, Configuration
+from millrace.config import ClusterOptions, Configuration, MetricOptions, RpcOptions
 from millrace.rpc import LocalRpcService
 from millrace.runtime.client.job_client import JobClient, JobClientGateway
 from millrace.runtime.dispatcher.dispatcher import Dispatcher
+from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.io_executor import create_io_executor, shutdown_io_executor
+from millrace.runtime.metrics.flink_collectors import JobManagerCollector, TaskManagerCollector
+from millrace.runtime.metrics.prometheus_reporter import (
+    PrometheusReporter,
+    start_prometheus_reporter,
+)
 from millrace.runtime.resourcemanager.resource_manager import ResourceManager
+from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.runtime.taskexecutor.task_runtime import TaskRuntime
 from millrace.types import ResourceId
@@ -56,6 +66,8 @@ class MiniCluster:
         self.dispatcher: Dispatcher | None = None
         self.task_executors: list[TaskExecutor] = []
         self._job_client: JobClient | None = None
+        self._reporter: PrometheusReporter | None = None
+        self.metrics_url = ""  # the Prometheus reporter's, when started
 
     def start(self) -> MiniCluster:
         """Start Spark (in the background) and every endpoint; returns self."""
@@ -80,7 +92,27 @@ class MiniCluster:
             self.task_executors.append(te)
         self._job_client = JobClient(self._rpc, self.dispatcher.address)
         self._job_client.start()
+        if conf.contains(MetricOptions.REPORTERS):
+            self._start_reporter(self.dispatcher, self.resource_manager)
         return self
+
+    def _start_reporter(self, dispatcher: Dispatcher, resource_manager: ResourceManager) -> None:
+        gateways = (
+            dispatcher.get_self_gateway(DispatcherGateway),
+            resource_manager.get_self_gateway(ResourceManagerGateway),
+        )
+        task_managers = {
+            str(te.resource_id): te.metric_group.snapshots for te in self.task_executors
+        }
+        timeout = self.configuration.get(RpcOptions.ASK_TIMEOUT)
+        collectors = [
+            JobManagerCollector(lambda: gateways, timeout),
+            TaskManagerCollector(task_managers),
+        ]
+        self._reporter = start_prometheus_reporter(
+            self.configuration, collectors, "embedded cluster"
+        )
+        self.metrics_url = self._reporter.url if self._reporter is not None else ""
 
     @property
     def task_runtime(self) -> TaskRuntime:
@@ -96,6 +128,9 @@ class MiniCluster:
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop endpoints, I/O threads and the data plane; idempotent."""
+        if self._reporter is not None:
+            reporter, self._reporter = self._reporter, None
+            reporter.close()
         try:
             if self._rpc is not None:
                 rpc, self._rpc = self._rpc, None

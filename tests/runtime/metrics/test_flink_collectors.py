@@ -63,7 +63,7 @@ SNAPSHOT = TaskMetricsSnapshot(
 
 
 def test_task_metrics_have_flinks_names_and_labels() -> None:
-    scraped = _scrape(TaskManagerCollector("tm-1", lambda: [SNAPSHOT], host="h"))
+    scraped = _scrape(TaskManagerCollector({"tm-1": lambda: [SNAPSHOT]}, host="h"))
     for name in TASK_METRICS:
         [(labels, _)] = scraped[f"flink_taskmanager_job_task_{name}"]
         assert set(labels) == set(TASK_LABELS)
@@ -91,7 +91,7 @@ def test_task_metrics_have_flinks_names_and_labels() -> None:
 
 
 def test_task_manager_process_metrics_carry_host_and_tm_id() -> None:
-    scraped = _scrape(TaskManagerCollector("tm-1", lambda: [], host="h"))
+    scraped = _scrape(TaskManagerCollector({"tm-1": lambda: []}, host="h"))
     [(labels, rss)] = scraped["flink_taskmanager_Status_JVM_Memory_Heap_Used"]
     assert labels == {"host": "h", "tm_id": "tm-1"}
     assert rss > 1024 * 1024  # the Python process's resident memory
@@ -167,7 +167,7 @@ def test_every_dashboard_metric_marked_provided_is_produced_with_its_labels() ->
     stats = CheckpointStatistics(1000, "EXACTLY_ONCE", 1, 0, 0)
     jobs = [_job("j", JobStatus.RUNNING)]
     scraped = _scrape(
-        TaskManagerCollector("tm-1", lambda: [SNAPSHOT], host="h"),
+        TaskManagerCollector({"tm-1": lambda: [SNAPSHOT]}, host="h"),
         JobManagerCollector(lambda: (_Dispatcher(jobs, stats), _ResourceManager()), 1.0, "h"),
     )
     for metric in dashboard_metrics():

@@ -19,7 +19,7 @@ from millrace.runtime.metrics.prometheus_reporter import start_prometheus_report
 
 
 def _collector() -> TaskManagerCollector:
-    return TaskManagerCollector("tm-1", lambda: [], host="h")
+    return TaskManagerCollector({"tm-1": lambda: []}, host="h")
 
 
 @pytest.fixture

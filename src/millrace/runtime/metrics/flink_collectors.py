@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -76,24 +76,28 @@ def prometheus_name(scope: str, metric: str) -> str:
     return "".join(c if c.isalnum() or c in "_:" else "_" for c in name)
 
 
-def _process_families(scope: str, labels: dict[str, str]) -> Iterator[Metric]:
+def _process_families(
+    scope: str, label_names: tuple[str, ...], label_values: list[list[str]]
+) -> Iterator[Metric]:
+    """This process's figures, one sample per label set (the embedded cluster's TaskManagers
+    share the process)."""
     for name, value in process_values(process_metrics()).items():
         family = GaugeMetricFamily(
             prometheus_name(scope, name),
-            f"{name} (see millrace.runtime.metrics)",
-            labels=list(labels),
+            f"{name} (see millrace.runtime.metrics.process_metrics)",
+            labels=label_names,
         )
-        family.add_metric(list(labels.values()), value)
+        for labels in label_values:
+            family.add_metric(labels, value)
         yield family
 
 
 class TaskManagerCollector(Collector):
-    """The metrics of one TaskManager process.
+    """The metrics of the TaskManagers of one process (one; several in the embedded cluster).
 
     Args:
-        resource_id: The TaskManager's ResourceID (``tm_id``).
-        snapshots: Returns the latest snapshot of every running task (any thread;
-            ``TaskManagerMetricGroup.snapshots``).
+        task_managers: ResourceID (``tm_id``) -> a function returning the latest snapshot of
+            every task it runs (any thread; ``TaskManagerMetricGroup.snapshots``).
         host: The ``host`` label (default: this machine's host name).
 
     Threading:
@@ -102,38 +106,40 @@ class TaskManagerCollector(Collector):
 
     def __init__(
         self,
-        resource_id: str,
-        snapshots: Callable[[], list[TaskMetricsSnapshot]],
+        task_managers: Mapping[str, Callable[[], list[TaskMetricsSnapshot]]],
         host: str | None = None,
     ) -> None:
-        self._tm_id = resource_id
-        self._snapshots = snapshots
+        self._task_managers = dict(task_managers)
         self._host = host or host_name()
 
     def collect(self) -> Iterator[Metric]:
-        yield from _process_families("taskmanager", {"host": self._host, "tm_id": self._tm_id})
-        snapshots = self._snapshots()
+        yield from _process_families(
+            "taskmanager", ("host", "tm_id"), [[self._host, tm] for tm in self._task_managers]
+        )
         families = {
             name: GaugeMetricFamily(
                 prometheus_name("taskmanager_job_task", name), text, labels=TASK_LABELS
             )
             for name, text in TASK_METRICS.items()
         }
-        for snapshot in snapshots:
-            labels = [
-                self._host,
-                self._tm_id,
-                snapshot.job_id,
-                snapshot.job_name,
-                snapshot.vertex_id,
-                snapshot.attempt_id,
-                snapshot.task_name,
-                str(snapshot.subtask_index),
-                "0",  # no attempt number in Millrace's deployment (the attempt id tells them)
-            ]
-            for name, value in task_values(snapshot).items():
-                families[name].add_metric(labels, value)
-        if snapshots:
+        any_task = False
+        for tm_id, snapshots in self._task_managers.items():
+            for snapshot in snapshots():
+                any_task = True
+                labels = [
+                    self._host,
+                    tm_id,
+                    snapshot.job_id,
+                    snapshot.job_name,
+                    snapshot.vertex_id,
+                    snapshot.attempt_id,
+                    snapshot.task_name,
+                    str(snapshot.subtask_index),
+                    "0",  # no attempt number in Millrace's deployment (the attempt id tells)
+                ]
+                for name, value in task_values(snapshot).items():
+                    families[name].add_metric(labels, value)
+        if any_task:
             yield from families.values()
 
 
@@ -161,7 +167,7 @@ class JobManagerCollector(Collector):
         self._host = host or host_name()
 
     def collect(self) -> Iterator[Metric]:
-        yield from _process_families("jobmanager", {"host": self._host})
+        yield from _process_families("jobmanager", ("host",), [[self._host]])
         gateways = self._gateways()
         if gateways is None:
             return

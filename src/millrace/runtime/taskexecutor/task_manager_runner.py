@@ -136,7 +136,7 @@ class TaskManagerRunner:
         assert self._rpc is not None
         snapshots = executor.metric_group.snapshots
         MetricQueryService(self._rpc, executor.resource_id, snapshots).start()
-        collector = TaskManagerCollector(executor.resource_id, snapshots)
+        collector = TaskManagerCollector({executor.resource_id: snapshots})
         self._reporter = start_prometheus_reporter(self.configuration, [collector], "taskmanager")
 
     def _spark_started(self, started: Future[Any]) -> None:
