@@ -42,3 +42,18 @@ def test_the_dumps_of_the_task_managers_that_answer(service) -> None:
 
 def test_no_task_manager_answers_an_empty_list(service) -> None:
     assert query_task_managers(service, [], 5.0).result(30) == []
+
+
+def test_a_task_manager_without_a_service_costs_the_query_timeout_not_the_lookup_timeout() -> None:
+    conf = Configuration({"rpc.lookup-timeout": "10 min", "rpc.ask-timeout": "5 s"})
+    rpc = LocalRpcService("metrics-slow-lookup", configuration=conf)
+    try:
+        query = MetricQueryService(rpc, "tm-1", lambda: [SNAPSHOT])
+        query.start()
+        address = query.address.rsplit("/", 1)[0] + "/tm-1"
+        missing = query.address.rsplit("/", 1)[0] + "/tm-2"  # its lookup would wait 10 min
+        answering = query_task_managers(rpc, [("tm-1", address), ("tm-2", missing)], 0.5)
+        [dump] = answering.result(timeout=30)
+        assert dump.resource_id == "tm-1"
+    finally:
+        rpc.close_async().result(timeout=30)

@@ -129,13 +129,17 @@ def query_task_managers(
             metric_query_service_address(address, resource_id), MetricQueryServiceGateway
         )
         connecting.add_done_callback(functools.partial(_query, answer, resource_id, timeout))
+        # the lookup of a missing service may wait longer than ``timeout``: bound each answer
+        rpc_service.schedule_ask_timeout(answer, resource_id, "query_metrics", timeout)
     result: Future[list[MetricDump]] = Future()
 
     def gathered(_: Future[MetricDump | None]) -> None:
         if all(a.done() for a in answers):
             # another answer's callback may have got there first
             with contextlib.suppress(InvalidStateError):
-                result.set_result([d for a in answers if (d := a.result()) is not None])
+                result.set_result(
+                    [d for a in answers if a.exception() is None and (d := a.result()) is not None]
+                )
 
     for answer in answers:
         answer.add_done_callback(gathered)
@@ -153,9 +157,13 @@ def _query(
     """Complete ``answer`` with the service's dump, or None if it could not be had."""
     if connecting.exception() is not None:
         logger.info("metrics of %s: %s", resource_id, connecting.exception())
-        answer.set_result(None)
+        with contextlib.suppress(InvalidStateError):  # timed out already
+            answer.set_result(None)
         return
     reply = connecting.result().query_metrics(timeout=timeout)
-    reply.add_done_callback(
-        lambda done: answer.set_result(done.result() if done.exception() is None else None)
-    )
+    reply.add_done_callback(functools.partial(_answered, answer))
+
+
+def _answered(answer: Future[MetricDump | None], done: Future[MetricDump]) -> None:
+    with contextlib.suppress(InvalidStateError):  # timed out already
+        answer.set_result(done.result() if done.exception() is None else None)
