@@ -188,5 +188,7 @@ class TestingResourceManagerGateway(_Recording):
         self._record("request_task_manager_infos")
         return _answer(lambda: list(self.task_manager_infos))
 
-    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+    def heartbeat_from_task_manager(
+        self, resource_id: str, resident_memory_bytes: int = -1
+    ) -> None:
         self._record("heartbeat_from_task_manager", resource_id)
