@@ -94,7 +94,7 @@ class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
         self._recovered = leader is None
         self._before_recovery: list[tuple[Callable[[], object], Future[object]]] = []
         self._results: dict[JobId, JobResult] = {}
-        self._archived: dict[JobId, ExecutionGraphInfo] = {}  # ended jobs' last snapshots
+        self._archived: dict[JobId, Future[ExecutionGraphInfo]] = {}  # ended jobs' snapshots
         self._waiting: dict[JobId, list[Future[JobResult]]] = {}
         self._savepoint_targets = SavepointTargets.from_configuration(configuration)
 
@@ -256,14 +256,23 @@ class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
                 waiter.set_result(self._results[job_id])
         job_master = self._job_masters.pop(job_id, None)
         if job_master is not None:  # its last snapshot is asked first: answered before it stops
-            archiving = job_master.get_self_gateway(JobMasterGateway).request_job()
-            self.on_main_thread(archiving, lambda f: self._archive(job_id, f))
+            self._archive(job_id, job_master.get_self_gateway(JobMasterGateway).request_job())
             job_master.close_async()
 
     def _archive(self, job_id: JobId, archiving: Future[ExecutionGraphInfo]) -> None:
-        result = self._results.get(job_id)
-        if archiving.exception() is None and result is not None:
-            self._archived[job_id] = archived_with_result(archiving.result(), result)
+        """Keep the ended job's last snapshot, with its result; asked for before it arrives,
+        the snapshot is answered once it does (from the result alone if the ask failed)."""
+        result = self._results[job_id]
+        archived: Future[ExecutionGraphInfo] = Future()
+        self._archived[job_id] = archived
+
+        def arrived(f: Future[ExecutionGraphInfo]) -> None:
+            if f.exception() is None:
+                archived.set_result(archived_with_result(f.result(), result))
+            else:
+                archived.set_result(archived_from_details(result))
+
+        self.on_main_thread(archiving, arrived)
 
     def request_job_result(
         self, job_id: JobId, timeout: float | None = None

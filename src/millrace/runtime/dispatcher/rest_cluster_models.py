@@ -41,7 +41,7 @@ class TaskManagerEntry(TaskManagerInfoModel):
 
 
 class TaskManagersList(TaskManagersInfo):
-    taskmanagers: list[TaskManagerEntry]
+    taskmanagers: list[TaskManagerEntry]  # type: ignore[assignment]  # narrowed: old fields kept
 
 
 class SlotResource(_Model):

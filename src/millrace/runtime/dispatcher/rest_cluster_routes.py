@@ -17,7 +17,9 @@ Threading:
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import FileResponse, PlainTextResponse
@@ -40,12 +42,15 @@ from millrace.runtime.dispatcher.rest_cluster_models import (
 from millrace.runtime.dispatcher.rest_job_models import ErrorResponse
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
+from millrace.runtime.scheduler.execution_graph_views import endpoint
 from millrace.types import JobId
 
 __all__ = ["cluster_routes", "log_files"]
 
 _LOG_PREFIX = "jobmanager"
-_NOT_FOUND = {404: {"model": ErrorResponse, "description": "unknown TaskManager or log"}}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "unknown TaskManager or log"}
+}
 
 
 def log_files(directory: Path) -> dict[str, Path]:
@@ -64,7 +69,7 @@ def log_files(directory: Path) -> dict[str, Path]:
 
 def _entry(info: TaskManagerInfo) -> dict[str, object]:
     hardware = info.hardware
-    _, _, port = info.address.rpartition(":")
+    _, _, port = endpoint(info.address).rpartition(":")
     return {
         "id": info.resource_id,
         "path": info.address,
@@ -93,7 +98,7 @@ def cluster_routes(
     """
     router = APIRouter()
 
-    async def wait(future):  # type: ignore[no-untyped-def]
+    async def wait(future: Future[Any]) -> Any:
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
     @router.get("/taskmanagers", response_model=TaskManagersList, response_model_by_alias=True)

@@ -57,13 +57,18 @@ def exception_name(failure: str) -> str:
     return found.group(1) if found else "TaskFailure"
 
 
+def endpoint(address: str | None) -> str:
+    """``host:port`` of an RPC address (``tcp://host:port/endpoint``; "" for None)."""
+    return (address or "").split("://", 1)[-1].split("/", 1)[0]
+
+
 def _execution(execution: Execution) -> ArchivedExecution:
     return ArchivedExecution(
         execution.vertex.subtask_index,
         execution.state.name,
         execution.attempt_number,
         execution.task_manager_id or "",
-        execution.task_manager or "",
+        endpoint(execution.task_manager),
         {state.name: ms for state, ms in execution.timestamps.items()},
         IOMetrics(**vars(execution.metrics)),
     )
@@ -93,7 +98,7 @@ def _exception(execution: Execution) -> ExceptionHistoryEntry:
         exception_name(failure),
         failure,
         execution.vertex.task_name,
-        execution.task_manager or "",
+        endpoint(execution.task_manager),
         execution.task_manager_id or "",
     )
 
