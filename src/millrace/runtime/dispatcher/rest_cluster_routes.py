@@ -181,7 +181,12 @@ def cluster_routes(
         response_class=PlainTextResponse,
         responses={
             200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
-            **_NOT_FOUND,
+            404: {
+                "description": "no such log file",
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+                },
+            },
         },
     )
     async def jobmanager_log(name: str) -> FileResponse:
