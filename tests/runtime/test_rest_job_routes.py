@@ -195,7 +195,7 @@ def test_a_task_manager_shows_its_hardware_heartbeat_slots_and_tasks(rest) -> No
         same = [k for k in entry if k != "timeSinceLastHeartbeat"]
         assert {k: detail[k] for k in same} == {k: entry[k] for k in same}
         wait_value(  # Linux: read from /proc, sent with the heartbeats
-            lambda: get(rest, f"/taskmanagers/{entry['id']}")["memory"]["rss"],
+            lambda tm=entry["id"]: get(rest, f"/taskmanagers/{tm}")["memory"]["rss"],
             lambda rss: rss > 0,
             what="the resident memory of a heartbeat",
             timeout=WAIT,
