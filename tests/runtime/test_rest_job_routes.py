@@ -20,12 +20,17 @@ from millrace.config import Configuration
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.control_messages import control_message_codec
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.dispatcher.execution_graph_archive import archived_from_details
 from millrace.runtime.dispatcher.rest_endpoint import create_rest_app
+from millrace.runtime.dispatcher.rest_job_views import job_details
+from millrace.runtime.executiongraph import IOMetrics, JobStatus
+from millrace.runtime.job_result import JobDetails, JobResultFailure, VertexDetails
 from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
 from millrace.runtime.minicluster import MiniCluster
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
 from millrace.testing import TestingTaskRuntime
+from millrace.types import JobId
 from tests.waiting import wait_value
 
 WAIT = 10.0
@@ -314,3 +319,25 @@ def test_stop_with_savepoint_needs_the_token_and_answers_a_savepoint_request(res
     # the testing tasks take no snapshots: the savepoint times out, and the job is not stopped
     assert "not complete within 1 s" in status["failure-cause"], status
     assert get(rest, f"/jobs/{job_id}")["state"] == "RUNNING"
+
+
+def test_a_job_recovered_from_the_result_store_shows_its_details_without_a_snapshot() -> None:
+    vertex = VertexDetails("v", 2, {"FAILED": 1, "CANCELED": 1}, IOMetrics(records_in=7))
+    details = JobDetails(JobId("j"), "recovered", JobStatus.FAILED, 1_700_000_000.0, 2.5, [vertex])
+    info = archived_from_details(
+        JobResultFailure(JobId("j"), JobStatus.FAILED, 2.5, "boom", details)
+    )
+    shown = job_details(info)
+    assert (shown.state, shown.start_time, shown.end_time) == (
+        "FAILED",
+        1_700_000_000_000,
+        1_700_000_002_500,
+    )
+    [vertex_shown] = shown.vertices
+    assert (vertex_shown.status, vertex_shown.metrics.read_records, vertex_shown.id) == (
+        "FAILED",
+        7,
+        "",
+    )
+    assert shown.plan.nodes == [] and info.root_exception == "boom"
+    assert shown.timestamps["FAILED"] == 1_700_000_002_500
