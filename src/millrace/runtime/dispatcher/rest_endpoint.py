@@ -5,7 +5,11 @@ Flink's paths and JSON field names: ``GET /overview``, ``GET /jobs``, ``GET /job
 every task's), ``GET /taskmanagers``, ``POST /jobs`` (a JobGraph), ``PATCH
 /jobs/{jobid}?mode=cancel``, ``POST /jobs/{jobid}/savepoints`` (answers a request id) and ``GET
 /jobs/{jobid}/savepoints/{requestid}``; the OpenAPI description is served at ``/openapi.json``
-(and browsable at ``/docs``). Errors come as ``{"errors": [message]}``.
+(and browsable at ``/docs``). Errors come as ``{"errors": [message]}``. The other job paths
+(``/jobs/overview``, ``/jobs/{jobid}`` itself, plan, vertices, subtasks, exceptions,
+configuration, checkpoint details, ``POST /jobs/{jobid}/stop``) are the router of
+:mod:`~millrace.runtime.dispatcher.rest_job_routes`; ``/taskmanagers`` and ``/jobmanager/*``
+that of :mod:`~millrace.runtime.dispatcher.rest_cluster_routes` (``docs/rest_api.md``).
 
 Reads are open, like Flink's; writes (submitting user code, cancelling, savepoints) and
 savepoint status reads carry ``Authorization: Bearer <token>``, the token being derived from
