@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_history import (
+    CheckpointRecord,
+    CheckpointTaskStatistics,
+)
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.control_messages import CONTROL_MESSAGES, control_message_codec
@@ -16,7 +19,18 @@ from millrace.runtime.deployment import (
     TaskExecutionState,
     TaskOperationResult,
 )
+from millrace.runtime.dispatcher.dispatcher_gateway import ClusterConfigurationInfo
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics, JobStatus
+from millrace.runtime.executiongraph.archived_execution_graph import (
+    ArchivedExecution,
+    ArchivedExecutionJobVertex,
+    ArchivedJobEdge,
+    CheckpointConfigInfo,
+    ExceptionHistoryEntry,
+    ExecutionGraphInfo,
+    JobConfigInfo,
+)
+from millrace.runtime.hardware_description import HardwareDescription
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
@@ -51,7 +65,7 @@ from millrace.runtime.registration import (
     RefuseRegistration,
     RegisterTaskManager,
 )
-from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
+from millrace.runtime.resourcemanager.slot_manager import AllocatedSlotInfo, TaskManagerInfo
 
 METRICS = IOMetrics(336_776, 5_430, 1, 0, 2)
 DETAILS = JobDetails(
@@ -87,10 +101,47 @@ TDD = TaskDeploymentDescriptor(
     128,
     {"parallelism.default": "2", "execution.bundle.max-records": 1000},
 )
-RECORD = CheckpointRecord(4, "COMPLETED", False, 1_700_000_000_000, 120, 4096, "/chk/job/chk-4")
+TASK_STATISTICS = CheckpointTaskStatistics("v1", 2, 2, 1_700_000_000_120, 4096)
+RECORD = CheckpointRecord(
+    4, "COMPLETED", False, 1_700_000_000_000, 120, 4096, "/chk/job/chk-4", "", (TASK_STATISTICS,)
+)
+HARDWARE = HardwareDescription(8, 16 * 2**30, 9 * 2**30)
+SLOT = AllocatedSlotInfo(0, "job", "alloc")
+SUBTASK = ArchivedExecution(
+    1, "RUNNING", 2, "tm-1", "127.0.0.1:6124", {"CREATED": 1, "RUNNING": 9}, METRICS
+)
+INPUT = ArchivedJobEdge("v1", 0, "HASH", ("carrier",))
+ARCHIVED_VERTEX = ArchivedExecutionJobVertex(
+    "v2", "window", 2, 128, ("window",), ("WINDOW",), (INPUT,), (SUBTASK,)
+)
+FAILURE = ExceptionHistoryEntry(
+    1_700_000_000_500,
+    "HeartbeatTimeoutError",
+    "TaskManager tm-1 lost (heartbeat timeout)",
+    "window (2/2)",
+    "127.0.0.1:6124",
+    "tm-1",
+)
+JOB_CONFIG = JobConfigInfo("PIPELINED", "FixedDelayRestartStrategy(3, 1 s)", 2, {"a": "b"})
+CHECKPOINT_CONFIG = CheckpointConfigInfo("EXACTLY_ONCE", 2000, 600_000, 0, 1, 1, "/chk", "files")
+GRAPH_INFO = ExecutionGraphInfo(
+    DETAILS,
+    "STREAMING",
+    {"CREATED": 1, "RUNNING": 2},
+    (ARCHIVED_VERTEX,),
+    (FAILURE,),
+    False,
+    "TaskManager tm-1 lost (heartbeat timeout)",
+    1_700_000_000_500,
+    JOB_CONFIG,
+    CHECKPOINT_CONFIG,
+    (RECORD,),
+    ("/chk/job/chk-4",),
+    1_700_000_001_000,
+)
 SAMPLES = [
     Acknowledge(),
-    RegisterTaskManager("tm-1", "tcp://127.0.0.1:6123/taskmanager-1", 2),
+    RegisterTaskManager("tm-1", "tcp://127.0.0.1:6123/taskmanager-1", 2, 1, HARDWARE),
     AcknowledgeRegistration("reg", "rm"),
     AlreadyRegistered("reg", "rm"),
     RefuseRegistration("protocol version 99 is not supported"),
@@ -111,7 +162,7 @@ SAMPLES = [
     DETAILS,
     JobResultSuccess("job", 8.5, {"flights": METRICS}, DETAILS),
     JobResultFailure("job", JobStatus.FAILED, 1.0, "RuntimeError: boom", DETAILS),
-    TaskManagerInfo("tm-1", "tcp://127.0.0.1:6124/tm", 2, 1),
+    TaskManagerInfo("tm-1", "tcp://127.0.0.1:6124/tm", 2, 1, HARDWARE, 1500, 2**28, (SLOT,)),
     OperatorKind.WINDOW,
     OPERATOR,
     DistributionPattern.FORWARD,
@@ -140,6 +191,19 @@ SAMPLES = [
         (TaskMetricsSnapshot("job", "name", "vertex", "Sink", 1, "attempt", busy_ms=5),),
     ),
     WatermarksInfo(1_359_676_799_999, [TaskClock("window", 0, MIN_WATERMARK)]),
+    HARDWARE,
+    SLOT,
+    TASK_STATISTICS,
+    SUBTASK,
+    INPUT,
+    ARCHIVED_VERTEX,
+    FAILURE,
+    JOB_CONFIG,
+    CHECKPOINT_CONFIG,
+    GRAPH_INFO,
+    ClusterConfigurationInfo(
+        (("rest.port", "8081"), ("security.cluster-secret", "******")), "/log"
+    ),
 ]
 
 

@@ -8,7 +8,10 @@ them as opaque bytes (``SerializedOperator.payload``) that only the tasks and th
 from __future__ import annotations
 
 from millrace.rpc.message_codec import MessageCodec
-from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_history import (
+    CheckpointRecord,
+    CheckpointTaskStatistics,
+)
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.deployment import (
@@ -19,7 +22,18 @@ from millrace.runtime.deployment import (
     TaskExecutionState,
     TaskOperationResult,
 )
+from millrace.runtime.dispatcher.dispatcher_gateway import ClusterConfigurationInfo
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics, JobStatus
+from millrace.runtime.executiongraph.archived_execution_graph import (
+    ArchivedExecution,
+    ArchivedExecutionJobVertex,
+    ArchivedJobEdge,
+    CheckpointConfigInfo,
+    ExceptionHistoryEntry,
+    ExecutionGraphInfo,
+    JobConfigInfo,
+)
+from millrace.runtime.hardware_description import HardwareDescription
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import (
     CheckpointBarrier,
@@ -52,7 +66,7 @@ from millrace.runtime.registration import (
     RefuseRegistration,
     RegisterTaskManager,
 )
-from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
+from millrace.runtime.resourcemanager.slot_manager import AllocatedSlotInfo, TaskManagerInfo
 
 __all__ = ["CONTROL_MESSAGES", "control_message_codec"]
 
@@ -99,6 +113,18 @@ CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
     # 60 and up: issue 14's metrics (ids 40-59 left to the other issue-14 messages)
     (60, TaskMetricsSnapshot),
     (61, MetricDump),
+    # issue 14: REST's ExecutionGraphInfo, TaskManager hardware and slots
+    (40, HardwareDescription),
+    (41, AllocatedSlotInfo),
+    (42, CheckpointTaskStatistics),
+    (43, ArchivedExecution),
+    (44, ArchivedJobEdge),
+    (45, ArchivedExecutionJobVertex),
+    (46, ExceptionHistoryEntry),
+    (47, JobConfigInfo),
+    (48, CheckpointConfigInfo),
+    (49, ExecutionGraphInfo),
+    (50, ClusterConfigurationInfo),
 )
 
 

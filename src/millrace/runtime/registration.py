@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from millrace.runtime.hardware_description import HardwareDescription
 from millrace.types import Address, ResourceId
 
 __all__ = [
@@ -34,12 +35,14 @@ class RegisterTaskManager:
         address: RPC address of its TaskExecutor endpoint.
         number_of_slots: Slots it offers (>= 1 to be accepted).
         protocol_version: The sender's ``PROTOCOL_VERSION``.
+        hardware: Its machine (REST shows it), if the sender told.
     """
 
     resource_id: ResourceId
     address: Address
     number_of_slots: int
     protocol_version: int = PROTOCOL_VERSION
+    hardware: HardwareDescription | None = None
 
 
 @dataclass(frozen=True)

@@ -198,5 +198,7 @@ class TestingResourceManagerGateway(_Recording):
             lambda: [d for d in self.metric_dumps if resource_id in (None, d.resource_id)]
         )
 
-    def heartbeat_from_task_manager(self, resource_id: str) -> None:
+    def heartbeat_from_task_manager(
+        self, resource_id: str, resident_memory_bytes: int = -1
+    ) -> None:
         self._record("heartbeat_from_task_manager", resource_id)

@@ -17,7 +17,10 @@ import pytest
 from millrace.clock import ManualClock
 from millrace.errors import CheckpointError, RecipientUnreachableError
 from millrace.runtime.checkpoint.checkpoint_coordinator import CheckpointCoordinator
-from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_history import (
+    CheckpointRecord,
+    CheckpointTaskStatistics,
+)
 from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
 from millrace.runtime.checkpoint.checkpoint_storage import (
     CheckpointMetadata,
@@ -451,7 +454,13 @@ def test_the_history_shows_each_checkpoint_in_progress_then_completed_or_failed(
     state = tmp_path / "w0.parquet"
     state.write_bytes(b"rows")
     done = job.coordinator.trigger()  # the clock reads 1000.000 s
-    assert job.coordinator.history() == [CheckpointRecord(1, "IN_PROGRESS", False, 1_000_000)]
+    waiting = (
+        CheckpointTaskStatistics(JobVertexId("src"), 2),
+        CheckpointTaskStatistics(JobVertexId("win"), 1),
+    )
+    assert job.coordinator.history() == [
+        CheckpointRecord(1, "IN_PROGRESS", False, 1_000_000, tasks=waiting)
+    ]
     assert job.trigger_timestamps == [1_000_000, 1_000_000]  # the sources' barriers carry it
     job.advance(2.5)
     for attempt in ("s0", "s1"):
@@ -465,10 +474,15 @@ def test_the_history_shows_each_checkpoint_in_progress_then_completed_or_failed(
     job.coordinator.decline(ExecutionAttemptId("s1"), 2, "source closed")
     location = str(tmp_path / "chk" / "job-1" / "chk-1")
     reason = "declined by s1: source closed"
+    acknowledged = (  # per vertex: subtasks, acknowledged, latest at 1002.5 s, state bytes
+        CheckpointTaskStatistics(JobVertexId("src"), 2, 2, 1_002_500, 0),
+        CheckpointTaskStatistics(JobVertexId("win"), 1, 1, 1_002_500, 4096),
+    )
     assert job.coordinator.history() == [
-        CheckpointRecord(1, "COMPLETED", False, 1_000_000, 2500, 4096, location),
-        CheckpointRecord(2, "FAILED", True, 1_003_000, 1000, 0, "", reason),
+        CheckpointRecord(1, "COMPLETED", False, 1_000_000, 2500, 4096, location, "", acknowledged),
+        CheckpointRecord(2, "FAILED", True, 1_003_000, 1000, 0, "", reason, waiting),
     ]
+    assert job.coordinator.history()[0].latest_ack_ms == 1_002_500
 
 
 def test_the_history_keeps_the_newest_ten_checkpoints(tmp_path) -> None:

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from millrace.clock import ManualClock
 from millrace.errors import (
     ExecutionGraphError,
     IllegalExecutionStateTransitionError,
@@ -17,6 +18,7 @@ from millrace.runtime.executiongraph import (
     JobStatus,
     is_legal_transition,
 )
+from millrace.runtime.executiongraph.execution_graph import EXCEPTION_HISTORY_SIZE
 from millrace.runtime.executiongraph.job_status import is_legal_job_transition
 from millrace.runtime.jobgraph import DistributionPattern, JobEdge, JobGraph, JobVertex
 
@@ -170,3 +172,31 @@ def test_running_execution_refuses_attempts_ended_or_of_a_former_run() -> None:
 def test_a_job_given_up_ends_canceled_after_cancelling_else_failed() -> None:
     assert JobStatus.CANCELLING.ends_as is JobStatus.CANCELED
     assert {s.ends_as for s in JobStatus if s is not JobStatus.CANCELLING} == {JobStatus.FAILED}
+
+
+def test_the_history_dates_every_state_counts_attempts_and_keeps_the_last_failures() -> None:
+    source = JobVertex("source", 1, "m:Source", is_source=True)
+    clock = ManualClock(start=1_000.0)  # wall clock 1000 s
+    history_graph = ExecutionGraph(JobGraph("job", [source], []), clock)
+    history = history_graph.history
+    history_graph.transition_job(JobStatus.RUNNING)
+    for _ in range(EXCEPTION_HISTORY_SIZE + 1):
+        [vertex] = history_graph.vertices[0].task_vertices
+        execution = vertex.current_execution
+        clock.advance(1.0)
+        execution.transition_to(S.SCHEDULED)
+        clock.advance(0.5)
+        execution.transition_to(S.FAILED)
+        history_graph.reset_subtask(vertex)
+    assert history.job_timestamps == {JobStatus.CREATED: 1_000_000, JobStatus.RUNNING: 1_000_000}
+    first_failed = 1_000_000 + 1_500
+    assert execution.timestamps == {
+        S.CREATED: first_failed + 1_500 * (EXCEPTION_HISTORY_SIZE - 1),
+        S.SCHEDULED: first_failed + 1_500 * EXCEPTION_HISTORY_SIZE - 500,
+        S.FAILED: first_failed + 1_500 * EXCEPTION_HISTORY_SIZE,
+    }
+    assert history_graph.vertices[0].task_vertices[0].current_execution.attempt_number == (
+        EXCEPTION_HISTORY_SIZE + 1
+    )
+    assert len(history.failed) == EXCEPTION_HISTORY_SIZE and history.dropped == 1
+    assert history.failed[-1] is execution and history.failed[0].attempt_number == 1

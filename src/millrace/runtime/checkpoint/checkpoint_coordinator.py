@@ -217,7 +217,9 @@ class CheckpointCoordinator:
             {v.vertex_id: self._context.unassigned_splits(v.vertex_id) for v in self._job.vertices},
         )
         self._pending[checkpoint_id] = pending
-        self._history.started(checkpoint_id, is_savepoint, pending.timestamp_ms)
+        self._history.started(
+            checkpoint_id, is_savepoint, pending.timestamp_ms, (t.vertex_id for t in targets)
+        )
         pending.timeout_handle = self._schedule(
             lambda: self._expire(checkpoint_id), self.settings.timeout
         )
@@ -264,6 +266,12 @@ class CheckpointCoordinator:
             )
             return
         pending.acks[attempt_id] = snapshot
+        self._history.acknowledged(
+            checkpoint_id,
+            pending.targets[attempt_id].vertex_id,
+            snapshot.state_size_bytes,
+            round(self._clock.time() * 1000),
+        )
         if len(pending.acks) == len(pending.targets):
             self._finalize(pending)
 

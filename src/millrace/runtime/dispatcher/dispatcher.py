@@ -19,16 +19,26 @@ import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from pathlib import Path
 from typing import Any
 
-from millrace.config import Configuration
+from millrace.config import ClusterOptions, Configuration
 from millrace.errors import ConfigError, JobSubmissionError, MillraceError
 from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.rpc.future_utils import all_of
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
+from millrace.runtime.configuration_display import displayed_configuration
 from millrace.runtime.deployment import Acknowledge
-from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.dispatcher.dispatcher_gateway import (
+    ClusterConfigurationInfo,
+    DispatcherGateway,
+)
+from millrace.runtime.dispatcher.execution_graph_archive import (
+    archived_from_details,
+    archived_with_result,
+)
+from millrace.runtime.executiongraph.archived_execution_graph import ExecutionGraphInfo
 from millrace.runtime.highavailability.high_availability_services import LeaderServices
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
@@ -84,6 +94,7 @@ class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
         self._recovered = leader is None
         self._before_recovery: list[tuple[Callable[[], object], Future[object]]] = []
         self._results: dict[JobId, JobResult] = {}
+        self._archived: dict[JobId, Future[ExecutionGraphInfo]] = {}  # ended jobs' snapshots
         self._waiting: dict[JobId, list[Future[JobResult]]] = {}
         self._savepoint_targets = SavepointTargets.from_configuration(configuration)
 
@@ -244,8 +255,24 @@ class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
             if not waiter.done():
                 waiter.set_result(self._results[job_id])
         job_master = self._job_masters.pop(job_id, None)
-        if job_master is not None:
+        if job_master is not None:  # its last snapshot is asked first: answered before it stops
+            self._archive(job_id, job_master.get_self_gateway(JobMasterGateway).request_job())
             job_master.close_async()
+
+    def _archive(self, job_id: JobId, archiving: Future[ExecutionGraphInfo]) -> None:
+        """Keep the ended job's last snapshot, with its result; asked for before it arrives,
+        the snapshot is answered once it does (from the result alone if the ask failed)."""
+        result = self._results[job_id]
+        archived: Future[ExecutionGraphInfo] = Future()
+        self._archived[job_id] = archived
+
+        def arrived(f: Future[ExecutionGraphInfo]) -> None:
+            if f.exception() is None:
+                archived.set_result(archived_with_result(f.result(), result))
+            else:
+                archived.set_result(archived_from_details(result))
+
+        self.on_main_thread(archiving, arrived)
 
     def request_job_result(
         self, job_id: JobId, timeout: float | None = None
@@ -331,6 +358,28 @@ class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
         self, job_id: JobId, timeout: float | None = None
     ) -> Future[WatermarksInfo]:
         return self._running_job_master(job_id).request_watermarks()
+
+    def request_execution_graph_info(
+        self, job_id: JobId, timeout: float | None = None
+    ) -> Future[ExecutionGraphInfo] | ExecutionGraphInfo:
+        if not self._recovered:
+            return self._after_recovery(lambda: self.request_execution_graph_info(job_id))
+        job_master = self._job_masters.get(job_id)
+        if job_master is not None:
+            return job_master.get_self_gateway(JobMasterGateway).request_job()
+        if job_id in self._archived:
+            return self._archived[job_id]
+        if job_id in self._results:  # recovered from the JobResultStore: no snapshot
+            return archived_from_details(self._results[job_id])
+        raise JobSubmissionError(f"unknown job {job_id}", job_id)
+
+    def request_cluster_configuration(
+        self, timeout: float | None = None
+    ) -> ClusterConfigurationInfo:
+        return ClusterConfigurationInfo(
+            tuple(displayed_configuration(self._configuration)),
+            str(Path(self._configuration.get(ClusterOptions.TMP_DIR)).resolve() / "log"),
+        )
 
     def on_stop(self) -> Future[None] | None:
         """Without HA, running jobs are cancelled; a suspended Dispatcher (leadership revoked,

@@ -14,17 +14,34 @@ Threading:
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Protocol
 
 from millrace.rpc import RpcGateway
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.deployment import Acknowledge
+from millrace.runtime.executiongraph.archived_execution_graph import ExecutionGraphInfo
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.jobmaster.clock_service import WatermarksInfo
 from millrace.types import JobId
 
-__all__ = ["DispatcherGateway"]
+__all__ = ["ClusterConfigurationInfo", "DispatcherGateway"]
+
+
+@dataclass(frozen=True)
+class ClusterConfigurationInfo:
+    """The JobManager's effective configuration as REST shows it.
+
+    Attributes:
+        entries: ``(key, value)`` pairs sorted by key, values as strings, secrets masked
+            (``configuration_display.py``).
+        log_directory: Absolute directory the JobManager process writes its log files to
+            (``<io.tmp.dirs>/log``).
+    """
+
+    entries: tuple[tuple[str, str], ...]
+    log_directory: str
 
 
 class DispatcherGateway(RpcGateway, Protocol):
@@ -178,5 +195,39 @@ class DispatcherGateway(RpcGateway, Protocol):
 
         Raises:
             JobSubmissionError: via the future, if no such job runs.
+        """
+        ...
+
+    def request_execution_graph_info(
+        self, job_id: JobId, timeout: float | None = None
+    ) -> Future[ExecutionGraphInfo]:
+        """A job's ExecutionGraphInfo: its JobMaster's snapshot while it runs, the last one
+        once it ended (Flink's requestExecutionGraphInfo).
+
+        Args:
+            job_id: The job.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with the ExecutionGraphInfo (for a job whose result was
+            recovered from the JobResultStore, one holding only its JobDetails).
+
+        Raises:
+            JobSubmissionError: via the future, if the job is unknown.
+        """
+        ...
+
+    def request_cluster_configuration(
+        self, timeout: float | None = None
+    ) -> Future[ClusterConfigurationInfo]:
+        """The JobManager's effective configuration (secrets masked) and its log directory.
+
+        Args:
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with the ClusterConfigurationInfo.
         """
         ...

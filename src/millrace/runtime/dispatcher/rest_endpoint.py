@@ -5,7 +5,11 @@ Flink's paths and JSON field names: ``GET /overview``, ``GET /jobs``, ``GET /job
 every task's), ``GET /taskmanagers``, ``POST /jobs`` (a JobGraph), ``PATCH
 /jobs/{jobid}?mode=cancel``, ``POST /jobs/{jobid}/savepoints`` (answers a request id) and ``GET
 /jobs/{jobid}/savepoints/{requestid}``; the OpenAPI description is served at ``/openapi.json``
-(and browsable at ``/docs``). Errors come as ``{"errors": [message]}``.
+(and browsable at ``/docs``). Errors come as ``{"errors": [message]}``. The other job paths
+(``/jobs/overview``, ``/jobs/{jobid}`` itself, plan, vertices, subtasks, exceptions,
+configuration, checkpoint details, ``POST /jobs/{jobid}/stop``) are the router of
+:mod:`~millrace.runtime.dispatcher.rest_job_routes`; ``/taskmanagers`` and ``/jobmanager/*``
+that of :mod:`~millrace.runtime.dispatcher.rest_cluster_routes` (``docs/rest_api.md``).
 
 Reads are open, like Flink's; writes (submitting user code, cancelling, savepoints) and
 savepoint status reads carry ``Authorization: Bearer <token>``, the token being derived from
@@ -44,28 +48,24 @@ from millrace.runtime.checkpoint.checkpoint_history import CheckpointRecord
 from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.dispatcher.metrics_rest import create_metrics_router
+from millrace.runtime.dispatcher.rest_cluster_routes import cluster_routes
 from millrace.runtime.dispatcher.rest_guard import RestGuard
+from millrace.runtime.dispatcher.rest_job_routes import job_routes
 from millrace.runtime.dispatcher.rest_models import (
     CheckpointInfo,
     CheckpointingStatistics,
-    JobDetailsInfo,
     JobIdsWithStatus,
     JobIdWithStatus,
     JobSubmitResponse,
-    JobVertexDetails,
     JobWatermarks,
     Overview,
     SavepointRequest,
     SavepointStatus,
-    TaskManagerInfoModel,
-    TaskManagersInfo,
     TaskWatermark,
     TriggerResponse,
-    VertexMetrics,
 )
 from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
 from millrace.runtime.executiongraph import JobStatus
-from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
 from millrace.types import JobId
@@ -89,37 +89,6 @@ def rest_token(secret: bytes) -> str:
 
 async def _result(future: Future[Any], timeout: float) -> Any:
     return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
-
-
-def _job_details(details: JobDetails) -> JobDetailsInfo:
-    start_ms = round(details.start_time * 1000)
-    terminal = details.status.is_globally_terminal
-    return JobDetailsInfo(
-        jid=details.job_id,
-        name=details.name,
-        state=details.status.name,
-        start_time=start_ms,
-        end_time=start_ms + round(details.duration * 1000) if terminal else -1,
-        duration=round(details.duration * 1000),
-        restarts=details.restarts,
-        splits_total=details.splits_total,
-        splits_assigned=details.splits_assigned,
-        vertices=[
-            JobVertexDetails(
-                name=v.name,
-                parallelism=v.parallelism,
-                tasks=v.states,
-                metrics=VertexMetrics(
-                    read_records=v.metrics.records_in,
-                    write_records=v.metrics.records_out,
-                    dead_letters=v.metrics.dead_letters,
-                    late_records=v.metrics.late_records,
-                    spark_jobs=v.metrics.bundles,
-                ),
-            )
-            for v in details.vertices
-        ],
-    )
 
 
 def create_rest_app(
@@ -204,29 +173,6 @@ def create_rest_app(
             jobs=[JobIdWithStatus(id=j.job_id, status=j.status.name) for j in listed]
         )
 
-    @app.get("/jobs/{jobid}", response_model=JobDetailsInfo, response_model_by_alias=True)
-    async def job(jobid: str) -> JobDetailsInfo:
-        try:
-            details = await _result(dispatcher.request_job_details(JobId(jobid)), timeout)
-        except JobSubmissionError as error:
-            raise HTTPException(404, str(error)) from None
-        return _job_details(details)
-
-    @app.get("/taskmanagers", response_model=TaskManagersInfo, response_model_by_alias=True)
-    async def taskmanagers() -> TaskManagersInfo:
-        infos = await _result(resource_manager.request_task_manager_infos(), timeout)
-        return TaskManagersInfo(
-            taskmanagers=[
-                TaskManagerInfoModel(
-                    id=i.resource_id,
-                    path=i.address,
-                    slots_number=i.slots_total,
-                    free_slots=i.slots_free,
-                )
-                for i in infos
-            ]
-        )
-
     def checkpoint_info(record: CheckpointRecord) -> CheckpointInfo:
         return CheckpointInfo(
             id=record.checkpoint_id,
@@ -281,6 +227,8 @@ def create_rest_app(
         )
 
     savepoints = SavepointRequests(clock or SystemClock(), store_duration)
+    app.include_router(job_routes(dispatcher, savepoints, savepoint_targets, timeout))
+    app.include_router(cluster_routes(dispatcher, resource_manager, timeout))
 
     @app.post(
         "/jobs/{jobid}/savepoints",

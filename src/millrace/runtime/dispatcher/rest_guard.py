@@ -6,7 +6,8 @@ A pure ASGI middleware in front of the FastAPI app:
    need ``Authorization: Bearer <token>``; the header's raw bytes are compared with the token
    in constant time (any byte sequence is just a wrong token). Without it the answer is 401
    before a byte of the body is read, so an unauthenticated client cannot make the server
-   buffer or parse anything.
+   buffer or parse anything. So ``POST /jobs/{jobid}/stop`` needs it, as every write does,
+   and every other read, ``GET /jobmanager/logs/{name}`` included, is open, as in Flink.
 2. **Bodies capped while they stream.** A ``Content-Length`` above the route's cap is answered
    413 at once; a body that grows past it while being read (chunked) fails with 413 as soon as
    it does. ``POST /jobs`` takes up to ``rpc.framesize`` bytes, every other request 64 KiB.

@@ -3,6 +3,7 @@
 from millrace.runtime.executiongraph.execution_graph import (
     Execution,
     ExecutionGraph,
+    ExecutionHistory,
     ExecutionJobVertex,
     ExecutionVertex,
     IOMetrics,
@@ -13,6 +14,7 @@ from millrace.runtime.executiongraph.execution_state import ExecutionState, is_l
 __all__ = [
     "Execution",
     "ExecutionGraph",
+    "ExecutionHistory",
     "ExecutionJobVertex",
     "ExecutionState",
     "ExecutionVertex",

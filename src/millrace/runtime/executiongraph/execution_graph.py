@@ -7,8 +7,10 @@ state owned by the JobMaster and touched only on its main thread; it holds no lo
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
+from millrace.clock import Clock, SystemClock
 from millrace.errors import ExecutionGraphError, IllegalExecutionStateTransitionError
 from millrace.runtime.executiongraph.execution_state import ExecutionState, is_legal_transition
 from millrace.runtime.executiongraph.job_status import JobStatus, check_job_transition
@@ -18,18 +20,49 @@ from millrace.types import (
     AllocationId,
     ExecutionAttemptId,
     JobVertexId,
+    ResourceId,
     ResultPartitionId,
     new_id,
 )
 
+EXCEPTION_HISTORY_SIZE = 16  # failed Executions kept (Flink's web.exception-history-size)
+
 __all__ = [
     "Execution",
     "ExecutionGraph",
+    "ExecutionHistory",
     "ExecutionJobVertex",
     "ExecutionVertex",
     "IOMetrics",
     "JobStatus",
 ]
+
+
+class ExecutionHistory:
+    """When things happened in one ExecutionGraph: the epoch-ms time of every job status and
+    Execution state reached, and the last failed Executions (Flink's exception history).
+
+    Args:
+        clock: Wall-clock source of the timestamps.
+        size: Failed Executions kept, newest last (older ones are dropped).
+
+    Threading:
+        JobMaster main thread only (plain state of the ExecutionGraph).
+    """
+
+    def __init__(self, clock: Clock, size: int = EXCEPTION_HISTORY_SIZE) -> None:
+        self.clock = clock
+        self.failed: deque[Execution] = deque(maxlen=size)
+        self.dropped = 0  # failed Executions no longer kept (the history is truncated)
+        self.job_timestamps: dict[JobStatus, int] = {}
+
+    def now_ms(self) -> int:
+        return round(self.clock.time() * 1000)
+
+    def execution_failed(self, execution: Execution) -> None:
+        if len(self.failed) == self.failed.maxlen:
+            self.dropped += 1
+        self.failed.append(execution)
 
 
 @dataclass
@@ -77,8 +110,11 @@ class Execution:
         state: Current ExecutionState; change it only with ``transition_to``.
         allocation_id: Slot it was deployed to, once SCHEDULED.
         task_manager: RPC address of the TaskExecutor running it, once DEPLOYING.
+        task_manager_id: ResourceId of that TaskManager, once DEPLOYING.
         metrics: Counters reported by the task when it ended.
         failure: Root cause when FAILED.
+        attempt_number: 0 for the first attempt of its subtask, then +1 per restart.
+        timestamps: Epoch ms at which it reached each state (CREATED at creation).
     """
 
     vertex: ExecutionVertex
@@ -88,6 +124,12 @@ class Execution:
     task_manager: Address | None = None
     metrics: IOMetrics = field(default_factory=IOMetrics)
     failure: str | None = None
+    attempt_number: int = 0
+    task_manager_id: ResourceId | None = None
+    timestamps: dict[ExecutionState, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.timestamps[ExecutionState.CREATED] = self.vertex.job_vertex.history.now_ms()
 
     @property
     def partition_id(self) -> ResultPartitionId:
@@ -103,6 +145,10 @@ class Execution:
         if not is_legal_transition(self.state, target):
             raise IllegalExecutionStateTransitionError(str(self), self.state.name, target.name)
         self.state = target
+        history = self.vertex.job_vertex.history
+        self.timestamps[target] = history.now_ms()
+        if target is ExecutionState.FAILED:
+            history.execution_failed(self)
 
     def __str__(self) -> str:
         return f"{self.vertex.task_name} ({self.attempt_id[:8]})"
@@ -134,6 +180,7 @@ class ExecutionJobVertex:
     """The subtasks of one JobVertex."""
 
     job_vertex: JobVertex
+    history: ExecutionHistory = field(default_factory=lambda: ExecutionHistory(SystemClock()))
     task_vertices: list[ExecutionVertex] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -172,11 +219,13 @@ class ExecutionGraph:
         JobMaster main thread only.
     """
 
-    def __init__(self, job_graph: JobGraph) -> None:
+    def __init__(self, job_graph: JobGraph, clock: Clock | None = None) -> None:
         self.job_graph = job_graph
         self.job_id = job_graph.job_id
+        self.history = ExecutionHistory(clock or SystemClock())
         self._status = JobStatus.CREATED
-        self.vertices = [ExecutionJobVertex(v) for v in job_graph.vertices]
+        self.history.job_timestamps[JobStatus.CREATED] = self.history.now_ms()
+        self.vertices = [ExecutionJobVertex(v, self.history) for v in job_graph.vertices]
         self._by_id = {v.vertex_id: v for v in self.vertices}
         self._by_attempt: dict[ExecutionAttemptId, Execution] = {
             ev.current_execution.attempt_id: ev.current_execution
@@ -192,14 +241,18 @@ class ExecutionGraph:
         self._by_attempt = {}
         for vertex in self.vertices:
             for ev in vertex.task_vertices:
-                ev.current_execution = Execution(ev)
+                ev.current_execution = Execution(
+                    ev, attempt_number=ev.current_execution.attempt_number + 1
+                )
                 self._by_attempt[ev.current_execution.attempt_id] = ev.current_execution
 
     def reset_subtask(self, vertex: ExecutionVertex) -> None:
         """Give ``vertex`` a new Execution attempt in CREATED (region failover); reports of its
         former attempt are no longer found by ``execution``."""
         self._by_attempt.pop(vertex.current_execution.attempt_id, None)
-        vertex.current_execution = Execution(vertex)
+        vertex.current_execution = Execution(
+            vertex, attempt_number=vertex.current_execution.attempt_number + 1
+        )
         self._by_attempt[vertex.current_execution.attempt_id] = vertex.current_execution
 
     def job_vertex(self, vertex_id: JobVertexId) -> ExecutionJobVertex:
@@ -251,3 +304,4 @@ class ExecutionGraph:
         """
         check_job_transition(f"job {self.job_id}", self._status, target)
         self._status = target
+        self.history.job_timestamps[target] = self.history.now_ms()

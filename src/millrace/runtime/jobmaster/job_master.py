@@ -35,6 +35,7 @@ from millrace.runtime.checkpoint.high_availability_checkpoint_storage import (
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import Acknowledge, SlotOffer, TaskExecutionState
 from millrace.runtime.executiongraph import ExecutionGraph, JobStatus
+from millrace.runtime.executiongraph.archived_execution_graph import ExecutionGraphInfo
 from millrace.runtime.heartbeat import HeartbeatManager
 from millrace.runtime.highavailability.high_availability_services import LeaderServices
 from millrace.runtime.io.input_split import NextInputSplit
@@ -46,6 +47,10 @@ from millrace.runtime.jobmaster.job_preparation import JobPreparer
 from millrace.runtime.jobmaster.sink_committer import SinkCommitter
 from millrace.runtime.jobmaster.slot_pool_service import SlotPoolService
 from millrace.runtime.scheduler import Scheduler
+from millrace.runtime.scheduler.execution_graph_views import (
+    checkpoint_statistics,
+    execution_graph_info,
+)
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 from millrace.types import (
     DEFAULT_LEADER_SESSION_ID,
@@ -138,7 +143,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             task_manager_connected=self._monitor_task_manager,
         )
         self.scheduler = Scheduler(
-            ExecutionGraph(job_graph),
+            ExecutionGraph(job_graph, self.clock),
             configuration,
             main_thread,
             io_executor,
@@ -293,18 +298,10 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         return reply
 
     def request_checkpoint_statistics(self, timeout: float | None = None) -> CheckpointStatistics:
-        coordinator = self.scheduler.checkpoints
-        restored = self.scheduler.restored_checkpoint
-        return CheckpointStatistics(
-            round(coordinator.settings.interval * 1000),
-            coordinator.settings.mode.value,
-            coordinator.counts["completed"],
-            coordinator.counts["failed"],
-            coordinator.in_progress,
-            f"checkpoint {restored}" if restored is not None else "",
-            [c.location for c in coordinator.retained()],
-            coordinator.history(),
-        )
+        return checkpoint_statistics(self.scheduler)
+
+    def request_job(self, timeout: float | None = None) -> ExecutionGraphInfo:
+        return execution_graph_info(self.scheduler, self._configuration)
 
     def request_watermarks(self, timeout: float | None = None) -> WatermarksInfo:
         clocks = self.scheduler.clocks

@@ -20,6 +20,7 @@ from millrace.rpc import FencedRpcGateway
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import Acknowledge, SlotOffer, TaskExecutionState
+from millrace.runtime.executiongraph.archived_execution_graph import ExecutionGraphInfo
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobmaster.clock_service import WatermarksInfo
@@ -199,6 +200,20 @@ class JobMasterGateway(FencedRpcGateway, Protocol):
 
         Returns:
             Future completed with the job's CheckpointStatistics.
+        """
+        ...
+
+    def request_job(self, timeout: float | None = None) -> Future[ExecutionGraphInfo]:
+        """RequestJob: a snapshot of the ExecutionGraph with its exception history (Flink's
+        ``requestJob`` -> ExecutionGraphInfo): subtasks, plan, failures, configuration and
+        checkpoint details, for REST.
+
+        Args:
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with the job's ExecutionGraphInfo (immutable).
         """
         ...
 

@@ -141,6 +141,8 @@ class ResourceManager(FencedRpcEndpoint, implements=(ResourceManagerGateway,)):
             registration.address,
             registration.number_of_slots,
             registration_id,
+            registration.hardware,
+            self.clock.monotonic(),
         )
         logger.info(
             "registered TaskManager %s at %s with %d slots",
@@ -175,7 +177,7 @@ class ResourceManager(FencedRpcEndpoint, implements=(ResourceManagerGateway,)):
         self._serve_requests()
 
     def request_task_manager_infos(self) -> list[TaskManagerInfo]:
-        return self._slots.infos()
+        return self._slots.infos(self.clock.monotonic())
 
     def request_task_manager_metrics(
         self, resource_id: ResourceId | None = None, timeout: float | None = None
@@ -191,8 +193,13 @@ class ResourceManager(FencedRpcEndpoint, implements=(ResourceManagerGateway,)):
 
     # DeathWatch (seed 000) ---------------------------------------------------------------------
 
-    def heartbeat_from_task_manager(self, resource_id: ResourceId) -> None:
+    def heartbeat_from_task_manager(
+        self, resource_id: ResourceId, resident_memory_bytes: int = -1
+    ) -> None:
         self._heartbeats.receive_heartbeat(resource_id)
+        self._slots.heartbeat(
+            ResourceId(resource_id), self.clock.monotonic(), resident_memory_bytes
+        )
 
     def notify_heartbeat_timeout(self, resource_id: ResourceId) -> None:
         """A TaskManager stopped answering: it is dead to the cluster; its slots leave the

@@ -92,7 +92,8 @@ class ResourceManagerGateway(RpcGateway, Protocol):
 
         Returns:
             Future completed with one TaskManagerInfo per registered TaskManager: address,
-            slots and free slots.
+            slots and free slots, hardware, heartbeat age, resident memory and the slots
+            allocated to jobs.
         """
         ...
 
@@ -110,7 +111,10 @@ class ResourceManagerGateway(RpcGateway, Protocol):
         """
         ...
 
-    def heartbeat_from_task_manager(self, resource_id: ResourceId) -> None:
+    def heartbeat_from_task_manager(
+        self, resource_id: ResourceId, resident_memory_bytes: int = -1
+    ) -> None:
         """A TaskManager answers a heartbeat request (DeathWatch, seed 000; a tell; from a
-        TaskManager not registered, ignored)."""
+        TaskManager not registered, ignored), with its process's resident memory in bytes
+        (-1: unknown; REST shows it)."""
         ...

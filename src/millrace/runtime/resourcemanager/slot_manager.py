@@ -10,9 +10,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from millrace.runtime.hardware_description import HardwareDescription
 from millrace.types import Address, AllocationId, JobId, JobMasterId, ResourceId
 
-__all__ = ["PendingSlotRequest", "SlotManager", "TaskManagerInfo", "TaskManagerSlot"]
+__all__ = [
+    "AllocatedSlotInfo",
+    "PendingSlotRequest",
+    "SlotManager",
+    "TaskManagerInfo",
+    "TaskManagerSlot",
+]
 
 
 @dataclass
@@ -34,13 +41,43 @@ class PendingSlotRequest:
 
 
 @dataclass(frozen=True)
+class AllocatedSlotInfo:
+    """A slot of a TaskManager allocated to a job.
+
+    Attributes:
+        slot_index: The slot.
+        job_id: The job holding it ("" for one the TaskManager still holds for a job it is
+            letting go of).
+        allocation_id: The allocation.
+    """
+
+    slot_index: int
+    job_id: str
+    allocation_id: str
+
+
+@dataclass(frozen=True)
 class TaskManagerInfo:
-    """What REST and the CLI show of a TaskManager."""
+    """What REST and the CLI show of a TaskManager.
+
+    Attributes:
+        resource_id, address: The TaskManager and its TaskExecutor's RPC address.
+        slots_total, slots_free: Its slots.
+        hardware: Its machine, as it told at registration (None: not told).
+        time_since_last_heartbeat_ms: Since its last heartbeat (or its registration), ms.
+        resident_memory_bytes: Its process's resident memory at the last heartbeat (-1:
+            unknown).
+        allocated_slots: Its slots allocated to jobs.
+    """
 
     resource_id: ResourceId
     address: Address
     slots_total: int
     slots_free: int
+    hardware: HardwareDescription | None = None
+    time_since_last_heartbeat_ms: int = 0
+    resident_memory_bytes: int = -1
+    allocated_slots: tuple[AllocatedSlotInfo, ...] = ()
 
 
 @dataclass
@@ -48,6 +85,9 @@ class _Worker:
     address: Address
     registration_id: str
     slots: list[TaskManagerSlot] = field(default_factory=list)
+    hardware: HardwareDescription | None = None
+    last_heartbeat: float = 0.0  # monotonic s
+    resident_memory_bytes: int = -1
 
 
 class SlotManager:
@@ -62,11 +102,30 @@ class SlotManager:
         self._pending: deque[PendingSlotRequest] = deque()
 
     def register(
-        self, resource_id: ResourceId, address: Address, slots: int, registration_id: str
+        self,
+        resource_id: ResourceId,
+        address: Address,
+        slots: int,
+        registration_id: str,
+        hardware: HardwareDescription | None = None,
+        now: float = 0.0,
     ) -> None:
+        """Add a TaskManager with ``slots`` free slots; ``now`` (monotonic s) counts as its
+        latest heartbeat."""
         self._workers[resource_id] = _Worker(
-            address, registration_id, [TaskManagerSlot(resource_id, i) for i in range(slots)]
+            address,
+            registration_id,
+            [TaskManagerSlot(resource_id, i) for i in range(slots)],
+            hardware,
+            now,
         )
+
+    def heartbeat(self, resource_id: ResourceId, now: float, resident_memory_bytes: int) -> None:
+        """A heartbeat of ``resource_id`` at ``now`` (monotonic s); unknown ones are ignored."""
+        worker = self._workers.get(resource_id)
+        if worker is not None:
+            worker.last_heartbeat = now
+            worker.resident_memory_bytes = resident_memory_bytes
 
     def unregister(self, resource_id: ResourceId) -> None:
         self._workers.pop(resource_id, None)
@@ -109,10 +168,22 @@ class SlotManager:
             out.append((request, slot, worker.address))
         return out
 
-    def infos(self) -> list[TaskManagerInfo]:
+    def infos(self, now: float = 0.0) -> list[TaskManagerInfo]:
+        """Every registered TaskManager; ``now`` (monotonic s) dates the heartbeat ages."""
         return [
             TaskManagerInfo(
-                rid, w.address, len(w.slots), sum(s.allocation_id is None for s in w.slots)
+                rid,
+                w.address,
+                len(w.slots),
+                sum(s.allocation_id is None for s in w.slots),
+                w.hardware,
+                max(0, round((now - w.last_heartbeat) * 1000)),
+                w.resident_memory_bytes,
+                tuple(
+                    AllocatedSlotInfo(s.slot_index, s.job_id or "", s.allocation_id)
+                    for s in w.slots
+                    if s.allocation_id is not None
+                ),
             )
             for rid, w in self._workers.items()
         ]

@@ -111,7 +111,7 @@ class ExecutionDeployer:
             execution.transition_to(ExecutionState.SCHEDULED)
             execution.allocation_id = slot.allocation_id
             execution.transition_to(ExecutionState.DEPLOYING)
-            execution.task_manager = slot.task_manager
+            execution.task_manager, execution.task_manager_id = slot.task_manager, slot.resource_id
             tdd = task_deployment_descriptor(
                 self._graph,
                 vertex,

@@ -36,6 +36,7 @@ from millrace.runtime.deployment import (
     TaskOperationResult,
 )
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
+from millrace.runtime.hardware_description import hardware, rss_bytes
 from millrace.runtime.highavailability.leader_retrieval import LeaderInformation
 from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.partition_events import PartitionEvent, PartitionEvents
@@ -189,7 +190,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             return
         self._resource_manager = connecting.result()
         message = RegisterTaskManager(
-            self.resource_id, Address(self.address), len(self._slots.slots)
+            self.resource_id, Address(self.address), len(self._slots.slots), hardware=hardware()
         )
         self.on_main_thread(
             self._resource_manager.register_task_executor(message), self._registration_reply
@@ -224,7 +225,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
     def heartbeat_from_resource_manager(self, resource_manager_id: str) -> None:
         self._last_rm_heartbeat = self.clock.monotonic()
         if self._resource_manager is not None and self.registered:
-            self._resource_manager.heartbeat_from_task_manager(self.resource_id)
+            self._resource_manager.heartbeat_from_task_manager(self.resource_id, rss_bytes())
 
     def heartbeat_from_job_manager(self, job_id: JobId) -> None:
         connection = self._job_masters.get(job_id)
