@@ -63,6 +63,7 @@ from millrace.runtime.dispatcher.rest_models import (
     VertexMetrics,
 )
 from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
+from millrace.runtime.dispatcher.web_dashboard import dashboard_router
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobgraph import JobGraph
@@ -156,6 +157,7 @@ def create_rest_app(
         description="Flink's REST paths over a Millrace session cluster.",
     )
     app.add_middleware(RestGuard, token=token, job_body_limit_bytes=max_body_bytes)
+    app.include_router(dashboard_router())  # GET / and /web/...: the web dashboard
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
