@@ -1,5 +1,5 @@
 // DOM builders that only ever set text through textContent / createTextNode: API strings (job
-// names come from users) never reach innerHTML, so they cannot become markup.
+// names come from users) never reach an HTML parser, so they cannot become markup.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
