@@ -1,0 +1,177 @@
+"""A cluster of 50 jobs and 20 TaskManagers in one process, for the dashboard at scale.
+
+The real ResourceManager and Dispatcher on a LocalRpcService behind the real REST app (served
+by uvicorn on loopback), and 20 real TaskExecutors on a TestingTaskRuntime (no Spark) that
+register with the ResourceManager through RegisterTaskManager like a TaskManager process does.
+Jobs are one-vertex graphs whose task runs until cancelled (every tenth finishes at once); with
+2 slots per TaskManager, 40 slots serve the 50 jobs, so some wait for a slot (SCHEDULED).
+
+Used by tests/runtime/dispatcher/test_dashboard_at_scale.py and bench/dashboard_pages.py;
+:func:`page_requests` lists the REST requests each dashboard page makes (as the page's
+JavaScript makes them: see millrace/runtime/dispatcher/web/).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from millrace.config import Configuration
+from millrace.rpc import LocalRpcService
+from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
+from millrace.runtime.control_messages import control_message_codec
+from millrace.runtime.dispatcher.dispatcher import Dispatcher
+from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.dispatcher.rest_endpoint import DispatcherRestEndpoint, create_rest_app
+from millrace.runtime.io_executor import create_io_executor, shutdown_io_executor
+from millrace.runtime.jobgraph import JobGraph, JobVertex
+from millrace.runtime.resourcemanager.resource_manager import ResourceManager
+from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
+from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
+from millrace.runtime.taskexecutor.task_executor import TaskExecutor
+from millrace.testing import TestingTaskRuntime
+from millrace.types import ResourceId
+from tests.waiting import wait_until
+
+TOKEN = "d" * 64
+WAIT = 30.0
+HERE = __name__
+
+
+class RunsUntilCancelled(AbstractInvokable):
+    def invoke(self) -> None:
+        self.environment.metrics.records_in += 1
+        while not self.environment.cancelled:
+            time.sleep(0.1)
+        self.environment.check_cancelled()
+
+
+class Succeeds(AbstractInvokable):
+    def invoke(self) -> None:
+        self.environment.metrics.records_in += 1
+
+
+@dataclass
+class ScaledCluster:
+    """``jobs`` jobs on ``taskmanagers`` simulated TaskManagers; a context manager.
+
+    Args:
+        work: A scratch directory (``io.tmp.dirs``).
+        jobs: Jobs to submit.
+        taskmanagers: TaskExecutors to register.
+        slots: Slots of each.
+    """
+
+    work: Path
+    jobs: int = 50
+    taskmanagers: int = 20
+    slots: int = 2
+    job_ids: list[str] = field(default_factory=list)
+
+    def __enter__(self) -> ScaledCluster:
+        conf = Configuration(
+            {
+                "io.tmp.dirs": str(self.work),
+                "slot.request.timeout": "10 min",
+                "restart-strategy.type": "none",
+                "taskmanager.numberOfTaskSlots": self.slots,
+            }
+        )
+        self._service = LocalRpcService("dashboard-scale", configuration=conf)
+        self._io = create_io_executor()
+        resource_manager = ResourceManager(self._service, configuration=conf)
+        resource_manager.start()
+        dispatcher = Dispatcher(self._service, conf, resource_manager.address, self._io)
+        dispatcher.start()
+        app = create_rest_app(
+            dispatcher.get_self_gateway(DispatcherGateway),
+            resource_manager.get_self_gateway(ResourceManagerGateway),
+            control_message_codec(),
+            TOKEN,
+            max_body_bytes=1024 * 1024,
+            timeout=WAIT,
+            savepoint_targets=SavepointTargets.from_configuration(conf),
+        )
+        self._rest = DispatcherRestEndpoint(app, "127.0.0.1", 0).start()
+        self.url = self._rest.url
+        self.client = httpx.Client(base_url=self.url, timeout=WAIT)
+        runtime = TestingTaskRuntime()
+        for i in range(self.taskmanagers):
+            TaskExecutor(
+                self._service,
+                conf,
+                resource_manager.address,
+                runtime,
+                ResourceId(f"tm-{i:02d}"),
+            ).start()
+        wait_until(
+            lambda: self.get("/overview")["taskmanagers"] == self.taskmanagers,
+            what=f"{self.taskmanagers} TaskManagers registered",
+            timeout=WAIT,
+        )
+        codec = control_message_codec()
+        for i in range(self.jobs):
+            task = "Succeeds" if i % 10 == 0 else "RunsUntilCancelled"
+            graph = JobGraph(
+                f"job-{i:02d} <scaled>",
+                [JobVertex(f"Source: numbers {i}", 1, f"{HERE}:{task}", is_source=True)],
+                [],
+            )
+            answer = self.client.post(
+                "/jobs",
+                content=codec.encode(graph),
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert answer.status_code == 202, answer.text
+            self.job_ids.append(graph.job_id)
+        busy = min(self.taskmanagers * self.slots, self.jobs - self.jobs // 10)
+        wait_until(
+            lambda: (
+                self.get("/overview")["slots-available"] == self.taskmanagers * self.slots - busy
+            ),
+            what=f"{busy} slots taken",
+            timeout=WAIT,
+        )
+        return self
+
+    def get(self, path: str) -> Any:
+        answer = self.client.get(path)
+        answer.raise_for_status()
+        return answer.json()
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        self._rest.close()
+        self._service.close_async().exception(timeout=WAIT)
+        shutdown_io_executor(self._io, WAIT)
+
+
+def page_requests(cluster: ScaledCluster) -> dict[str, list[str]]:
+    """The GET requests each dashboard page makes on one refresh, at the cluster's size.
+
+    The job pages are those of a running job (its first vertex), the TaskManager page that of
+    the first TaskManager. ``/jobs/overview`` stands for the job list (the page falls back to
+    ``/jobs`` plus ``/jobs/<id>`` per job on a cluster without it).
+    """
+    job = cluster.job_ids[1]  # job 0 finishes at once; job 1 runs
+    details = cluster.get(f"/jobs/{job}")
+    vertex = details["vertices"][0].get("id", details["vertices"][0]["name"])
+    tm = cluster.get("/taskmanagers")["taskmanagers"][0]["id"]
+    j, v = f"/jobs/{job}", f"/jobs/{job}/vertices/{vertex}"
+    return {
+        "overview": ["/overview", "/jobs/overview"],
+        "jobs": ["/jobs/overview"],
+        "job": [j, f"{j}/plan", f"{j}/watermarks", f"{v}/backpressure"],
+        "job-vertex": [j, v, f"{v}/backpressure"],
+        "job-checkpoints": [j, f"{j}/checkpoints", f"{j}/checkpoints/config"],
+        "job-exceptions": [j, f"{j}/exceptions"],
+        "job-config": [j, f"{j}/config", f"{j}/checkpoints/config"],
+        "job-watermarks": [j, f"{j}/watermarks"],
+        "taskmanagers": ["/taskmanagers"],
+        "taskmanager": [f"/taskmanagers/{tm}"],
+        "jobmanager": ["/jobmanager/config", "/jobmanager/logs"],
+    }
