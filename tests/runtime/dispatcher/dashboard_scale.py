@@ -4,7 +4,8 @@ The real ResourceManager and Dispatcher on a LocalRpcService behind the real RES
 by uvicorn on loopback), and 20 real TaskExecutors on a TestingTaskRuntime (no Spark) that
 register with the ResourceManager through RegisterTaskManager like a TaskManager process does.
 Jobs are one-vertex graphs whose task runs until cancelled (every tenth finishes at once); with
-2 slots per TaskManager, 40 slots serve the 50 jobs, so some wait for a slot (SCHEDULED).
+2 slots per TaskManager, 40 slots serve the 50 jobs, so some wait for a slot (SCHEDULED). Job 2
+and its vertex are named with markup (:data:`HOSTILE_NAME`), for the dashboard's escaping.
 
 Used by tests/runtime/dispatcher/test_dashboard_at_scale.py and bench/dashboard_pages.py;
 :func:`page_requests` lists the REST requests each dashboard page makes (as the page's
@@ -40,6 +41,8 @@ from tests.waiting import wait_until
 TOKEN = "d" * 64
 WAIT = 30.0
 HERE = __name__
+HOSTILE_NAME = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+"""The name of job 2: a page that made markup of job names would run it."""
 
 
 class RunsUntilCancelled(AbstractInvokable):
@@ -117,8 +120,15 @@ class ScaledCluster:
         for i in range(self.jobs):
             task = "Succeeds" if i % 10 == 0 else "RunsUntilCancelled"
             graph = JobGraph(
-                f"job-{i:02d} <scaled>",
-                [JobVertex(f"Source: numbers {i}", 1, f"{HERE}:{task}", is_source=True)],
+                HOSTILE_NAME if i == 2 else f"job-{i:02d}",
+                [
+                    JobVertex(
+                        HOSTILE_NAME if i == 2 else f"Source: numbers {i}",
+                        1,
+                        f"{HERE}:{task}",
+                        is_source=True,
+                    )
+                ],
                 [],
             )
             answer = self.client.post(

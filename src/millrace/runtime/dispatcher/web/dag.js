@@ -126,7 +126,7 @@ export function drawDag(nodes) {
   return svg;
 }
 
-export function shorten(value, length = 30) {
+export function shorten(value, length = 27) {
   const text = String(value);
   return text.length > length ? `${text.slice(0, length - 1)}…` : text;
 }
