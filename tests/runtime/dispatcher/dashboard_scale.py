@@ -99,6 +99,7 @@ class ScaledCluster:
             timeout=WAIT,
             savepoint_targets=SavepointTargets.from_configuration(conf),
         )
+        self.app = app
         self._rest = DispatcherRestEndpoint(app, "127.0.0.1", 0).start()
         self.url = self._rest.url
         self.client = httpx.Client(base_url=self.url, timeout=WAIT)
