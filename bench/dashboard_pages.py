@@ -4,7 +4,8 @@ A cluster in this process (tests/runtime/dispatcher/dashboard_scale.py): the rea
 ResourceManager and Dispatcher on a LocalRpcService, the real REST app served by uvicorn on
 loopback, 20 real TaskExecutors (TestingTaskRuntime, no Spark) registered through
 RegisterTaskManager, and 50 jobs (45 running or waiting for a slot, 5 finished). For each page,
-its requests (``page_requests``: the GETs its JavaScript makes on one refresh) are sent one
+its requests (``page_requests(as_served=True)``: the GETs its JavaScript makes on one refresh on
+this cluster, including the fallbacks it takes where a path answers 404) are sent one
 after the other over one keep-alive connection, as many rounds as asked; a page's time is the
 sum of its requests' (the browser sends some of them at once, so this is an upper bound).
 
@@ -69,7 +70,7 @@ def main() -> None:
         ScaledCluster(Path(work), args.jobs, args.taskmanagers) as cluster,
     ):
         add_peer(cluster)
-        pages = page_requests(cluster)
+        pages = page_requests(cluster, as_served=True)
         sizes: dict[str, int] = {}
         missing: set[str] = set()
         for paths in pages.values():

@@ -161,21 +161,32 @@ class ScaledCluster:
         shutdown_io_executor(self._io, WAIT)
 
 
-def page_requests(cluster: ScaledCluster) -> dict[str, list[str]]:
+def page_requests(cluster: ScaledCluster, *, as_served: bool = False) -> dict[str, list[str]]:
     """The GET requests each dashboard page makes on one refresh, at the cluster's size.
 
     The job pages are those of a running job (its first vertex), the TaskManager page that of
-    the first TaskManager. ``/jobs/overview`` stands for the job list (the page falls back to
-    ``/jobs`` plus ``/jobs/<id>`` per job on a cluster without it).
+    the first TaskManager.
+
+    Args:
+        cluster: The cluster.
+        as_served: False: the contract's paths (``/jobs/overview`` for the job list,
+            ``/taskmanagers/<id>`` for a TaskManager). True: what the page requests on this
+            cluster: where ``/jobs/overview`` answers 404 it reads ``/jobs`` and ``/jobs/<id>``
+            of every job, where ``/taskmanagers/<id>`` does, ``/taskmanagers``.
     """
     job = cluster.job_ids[1]  # job 0 finishes at once; job 1 runs
     details = cluster.get(f"/jobs/{job}")
     vertex = details["vertices"][0].get("id", details["vertices"][0]["name"])
     tm = cluster.get("/taskmanagers")["taskmanagers"][0]["id"]
     j, v = f"/jobs/{job}", f"/jobs/{job}/vertices/{vertex}"
+    job_list, tm_page = ["/jobs/overview"], [f"/taskmanagers/{tm}"]
+    if as_served and cluster.client.get(job_list[0]).status_code == 404:
+        job_list = ["/jobs/overview", "/jobs", *(f"/jobs/{i}" for i in cluster.job_ids)]
+    if as_served and cluster.client.get(tm_page[0]).status_code == 404:
+        tm_page = [*tm_page, "/taskmanagers"]
     return {
-        "overview": ["/overview", "/jobs/overview"],
-        "jobs": ["/jobs/overview"],
+        "overview": ["/overview", *job_list],
+        "jobs": job_list,
         "job": [j, f"{j}/plan", f"{j}/watermarks", f"{v}/backpressure"],
         "job-vertex": [j, v, f"{v}/backpressure"],
         "job-checkpoints": [j, f"{j}/checkpoints", f"{j}/checkpoints/config"],
@@ -183,6 +194,6 @@ def page_requests(cluster: ScaledCluster) -> dict[str, list[str]]:
         "job-config": [j, f"{j}/config", f"{j}/checkpoints/config"],
         "job-watermarks": [j, f"{j}/watermarks"],
         "taskmanagers": ["/taskmanagers"],
-        "taskmanager": [f"/taskmanagers/{tm}"],
+        "taskmanager": tm_page,
         "jobmanager": ["/jobmanager/config", "/jobmanager/logs"],
     }
