@@ -78,12 +78,11 @@ def open_page(context: Any, url: str) -> Any:
 
 
 def go(page: Any, route: str) -> None:
-    """Show ``route`` (``#/jobs/...``) and wait until the page has rendered it."""
-    refreshes = int(page.locator("#last-refresh").get_attribute("data-refreshes") or 0)
-    page.evaluate("route => { location.hash = route; }", route)
+    """Show ``route`` (``#/jobs/...``) and wait until the page shows it (a refresh of that
+    route has completed)."""
+    shown = page.evaluate("route => { location.hash = route; return location.hash; }", route)
     page.wait_for_function(
-        "n => Number(document.getElementById('last-refresh').dataset.refreshes || 0) > n",
-        arg=refreshes,
+        "hash => document.getElementById('content').dataset.route === hash", arg=shown
     )
 
 

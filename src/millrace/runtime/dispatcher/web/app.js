@@ -41,7 +41,8 @@ async function refresh() {
   if (busy) return; // the previous refresh is still reading: skip this tick
   busy = true;
   const mine = ++generation;
-  const current = route(location.hash);
+  const hash = location.hash;
+  const current = route(hash);
   try {
     const answer = await PAGES[current.page](current.params);
     if (mine !== generation) return; // the route changed meanwhile
@@ -50,6 +51,7 @@ async function refresh() {
     showActions(actions, job ? job.jid : null, job ? isTerminal(job.state) : true);
     content.replaceChildren(node);
     content.setAttribute("data-page", current.page);
+    content.setAttribute("data-route", hash); // what is shown: tests wait on it
     banner.hidden = true;
     lastRefresh.textContent = `Updated ${new Date().toLocaleTimeString()}`;
     lastRefresh.setAttribute("data-refreshes", String(Number(lastRefresh.getAttribute("data-refreshes") || 0) + 1));

@@ -4,7 +4,7 @@
 
 import { s } from "./dom.js";
 
-const W = 240;
+const W = 260;
 const H = 118;
 const GAP_X = 90;
 const GAP_Y = 30;
