@@ -105,13 +105,15 @@ class ScaledCluster:
         self.client = httpx.Client(base_url=self.url, timeout=WAIT)
         runtime = TestingTaskRuntime()
         for i in range(self.taskmanagers):
-            TaskExecutor(
+            executor = TaskExecutor(
                 self._service,
                 conf,
                 resource_manager.address,
                 runtime,
                 ResourceId(f"tm-{i:02d}"),
-            ).start()
+            )
+            executor.start()
+            _start_metric_query_service(self._service, executor)
         wait_until(
             lambda: self.get("/overview")["taskmanagers"] == self.taskmanagers,
             what=f"{self.taskmanagers} TaskManagers registered",
@@ -159,6 +161,20 @@ class ScaledCluster:
         self._rest.close()
         self._service.close_async().exception(timeout=WAIT)
         shutdown_io_executor(self._io, WAIT)
+
+
+def _start_metric_query_service(service: LocalRpcService, executor: TaskExecutor) -> None:
+    """Serve the TaskExecutor's metrics as a TaskManager process does (TaskManagerRunner), so
+    the REST metric paths (back pressure) reach every simulated TaskManager: the ResourceManager
+    asks each one's MetricQueryService. A no-op where the metrics of issue 14 are not merged."""
+    try:
+        from millrace.runtime.metrics.metric_query_service import (  # type: ignore[import-not-found]
+            MetricQueryService,
+        )
+    except ImportError:
+        return
+    snapshots = executor.metric_group.snapshots  # type: ignore[attr-defined]
+    MetricQueryService(service, executor.resource_id, snapshots).start()
 
 
 def page_requests(cluster: ScaledCluster, *, as_served: bool = False) -> dict[str, list[str]]:
