@@ -1,10 +1,12 @@
 """The dashboard in headless Chromium with 50 jobs and 20 TaskManagers registered (simulated
 TaskManagers, no Spark: tests/runtime/dispatcher/dashboard_scale.py): every page renders without
 a script error and shows the cluster's figures, job names are text even when they look like
-markup, and cancel is refused without the token and done with it.
+markup, cancel is refused without the token and done with it, a savepoint and a stop with
+savepoint started from the page report their outcome.
 
 Pages whose paths a cluster lacks (before the REST and metrics branches of issue 14 merge) show
-"n/a" there; these tests pass either way.
+"n/a" there; these tests pass either way, but for stop with savepoint (``POST
+/jobs/{id}/stop``, the REST branch's), which answers 404 until then.
 """
 
 from __future__ import annotations
@@ -118,3 +120,39 @@ def test_cancel_is_refused_without_the_token_and_done_with_it(cluster, page) -> 
         timeout=30,
     )
     assert page.locator("#action-cancel").is_disabled()
+
+
+def test_a_savepoint_then_stop_with_savepoint_from_the_page(cluster, page) -> None:
+    job = cluster.job_ids[4]
+    go(page, f"#/jobs/{job}")
+    page.fill("#token-input", TOKEN)
+    page.click("#token-save")
+    status = page.locator("#action-status")
+
+    def outcome() -> str | None:
+        return (
+            status.get_attribute("data-kind")
+            if status.get_attribute("data-kind")
+            in (
+                "ok",
+                "error",
+            )
+            else None
+        )
+
+    page.click("#action-savepoint")
+    wait_until(outcome, what="the savepoint's outcome on the page", timeout=60)
+    assert outcome() == "ok" and "Savepoint completed: " in status.inner_text()
+    page.click("#action-stop")  # POST /jobs/<id>/stop: needs the REST branch of issue 14
+    wait_until(
+        lambda: "Stop with savepoint" in status.inner_text() and outcome(),
+        what="the stop's outcome on the page",
+        timeout=60,
+    )
+    assert outcome() == "ok", status.inner_text()
+    assert "Stop with savepoint completed: " in status.inner_text()
+    wait_until(
+        lambda: cluster.get(f"/jobs/{job}")["state"] in ("CANCELED", "FINISHED"),
+        what="the job stopped",
+        timeout=60,
+    )
