@@ -156,3 +156,26 @@ def test_a_savepoint_then_stop_with_savepoint_from_the_page(cluster, page) -> No
         what="the job stopped",
         timeout=60,
     )
+
+
+def test_the_exceptions_of_a_failed_job_are_text_and_stay_open_across_refreshes(
+    cluster, page, tmp_path
+) -> None:
+    failed = cluster.job_ids[5]  # its task raised: /jobs/{id}/exceptions needs the REST branch
+    go(page, f"#/jobs/{failed}/exceptions")
+    root = page.locator('[data-testid="root-exception"]')
+    assert HOSTILE_NAME in root.inner_text()
+    details = page.locator('[data-testid="exception-row"] details').first
+    details.locator("summary").click()
+    refreshes = int(page.locator("#last-refresh").get_attribute("data-refreshes") or 0)
+    wait_until(
+        lambda: (
+            int(page.locator("#last-refresh").get_attribute("data-refreshes") or 0) >= refreshes + 2
+        ),
+        what="two refreshes",
+        timeout=30,
+    )
+    assert details.get_attribute("open") is not None  # the stack trace is still shown
+    assert page.locator("#content img, #content script").count() == 0
+    assert page.evaluate("window.pwned") is None
+    screenshot(page, tmp_path, "scale-exceptions")

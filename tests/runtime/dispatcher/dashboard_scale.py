@@ -3,8 +3,9 @@
 The real ResourceManager and Dispatcher on a LocalRpcService behind the real REST app (served
 by uvicorn on loopback), and 20 real TaskExecutors on a TestingTaskRuntime (no Spark) that
 register with the ResourceManager through RegisterTaskManager like a TaskManager process does.
-Jobs are one-vertex graphs whose task runs until cancelled (every tenth finishes at once); with
-2 slots per TaskManager, 40 slots serve the 50 jobs, so some wait for a slot (SCHEDULED). Job 2
+Jobs are one-vertex graphs whose task runs until cancelled (every tenth finishes at once, job 5
+fails: :func:`task_of`); with 2 slots per TaskManager, 40 slots serve the 50 jobs, so some wait
+for a slot (SCHEDULED). Job 2
 and its vertex are named with markup (:data:`HOSTILE_NAME`), for the dashboard's escaping.
 
 Used by tests/runtime/dispatcher/test_dashboard_at_scale.py and bench/dashboard_pages.py;
@@ -63,6 +64,18 @@ class RunsUntilCancelled(AbstractInvokable):
 class Succeeds(AbstractInvokable):
     def invoke(self) -> None:
         self.environment.metrics.records_in += 1
+
+
+class Fails(AbstractInvokable):
+    def invoke(self) -> None:
+        raise RuntimeError(f"this job fails at once: {HOSTILE_NAME}")
+
+
+def task_of(i: int) -> str:
+    """The invokable of job ``i``: every tenth finishes, job 5 fails, the others run."""
+    if i % 10 == 0:
+        return "Succeeds"
+    return "Fails" if i == 5 else "RunsUntilCancelled"
 
 
 @dataclass
@@ -128,7 +141,7 @@ class ScaledCluster:
         )
         codec = control_message_codec()
         for i in range(self.jobs):
-            task = "Succeeds" if i % 10 == 0 else "RunsUntilCancelled"
+            task = task_of(i)
             graph = JobGraph(
                 HOSTILE_NAME if i == 2 else f"job-{i:02d}",
                 [
@@ -148,7 +161,8 @@ class ScaledCluster:
             )
             assert answer.status_code == 202, answer.text
             self.job_ids.append(graph.job_id)
-        busy = min(self.taskmanagers * self.slots, self.jobs - self.jobs // 10)
+        running = sum(task_of(i) == "RunsUntilCancelled" for i in range(self.jobs))
+        busy = min(self.taskmanagers * self.slots, running)
         wait_until(
             lambda: (
                 self.get("/overview")["slots-available"] == self.taskmanagers * self.slots - busy

@@ -72,6 +72,7 @@ def check(path: str, answer: Any) -> None:
         assert answer["slots-total"] == TASKMANAGERS * SLOTS
         ended = answer["jobs-finished"] + answer["jobs-failed"] + answer["jobs-cancelled"]
         assert answer["jobs-running"] + ended == JOBS and answer["jobs-finished"] == JOBS // 10
+        assert answer["jobs-failed"] == 1
     elif path == "/jobs/overview":
         assert len(answer["jobs"]) == JOBS
         for job in answer["jobs"]:

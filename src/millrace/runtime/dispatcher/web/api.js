@@ -29,6 +29,7 @@ async function errorOf(response) {
   try {
     const body = await response.json();
     if (body && Array.isArray(body.errors)) message = `${response.status}: ${body.errors.join("; ")}`;
+    else if (body && typeof body.detail === "string") message = `${response.status}: ${body.detail}`;
   } catch {
     /* not JSON */
   }

@@ -37,6 +37,21 @@ const PAGES = {
   jobmanager: renderJobManager,
 };
 
+/** Replace the content with ``node``, keeping what the user opened and scrolled: the open
+ * ``<details data-key>`` (stack traces) and the scroll offsets of ``[data-scroll-key]``. */
+function swap(node) {
+  const open = new Set([...content.querySelectorAll("details[data-key][open]")].map((d) => d.dataset.key));
+  const scrolled = new Map(
+    [...content.querySelectorAll("[data-scroll-key]")].map((e) => [e.dataset.scrollKey, [e.scrollTop, e.scrollLeft]]),
+  );
+  content.replaceChildren(node);
+  for (const d of content.querySelectorAll("details[data-key]")) if (open.has(d.dataset.key)) d.open = true;
+  for (const e of content.querySelectorAll("[data-scroll-key]")) {
+    const at = scrolled.get(e.dataset.scrollKey);
+    if (at) [e.scrollTop, e.scrollLeft] = at;
+  }
+}
+
 async function refresh() {
   if (busy) return; // the previous refresh is still reading: skip this tick
   busy = true;
@@ -49,7 +64,7 @@ async function refresh() {
     const node = answer instanceof Node ? answer : answer.node;
     const job = answer instanceof Node ? null : answer.job;
     showActions(actions, job ? job.jid : null, job ? isTerminal(job.state) : true);
-    content.replaceChildren(node);
+    swap(node);
     content.setAttribute("data-page", current.page);
     content.setAttribute("data-route", hash); // what is shown: tests wait on it
     banner.hidden = true;

@@ -133,7 +133,7 @@ export async function renderTaskManager({ tmId }) {
 export async function renderJobManager({ logName }) {
   if (logName) {
     const text = await getText(`/jobmanager/logs/${enc(logName)}`).catch((error) => `n/a (${error.message})`);
-    return h("section", { testid: "jobmanager-log" }, link("#/jobmanager", "← Job Manager"), h("h1", {}, logName), h("pre", { class: "log", testid: "log-text" }, text));
+    return h("section", { testid: "jobmanager-log" }, link("#/jobmanager", "← Job Manager"), h("h1", {}, logName), h("pre", { class: "log", testid: "log-text", "data-scroll-key": `log/${logName}` }, text));
   }
   const [config, logs] = await Promise.all([optional("/jobmanager/config"), optional("/jobmanager/logs")]);
   return h(

@@ -195,7 +195,7 @@ async function overviewTab(job) {
   return h(
     "section",
     { testid: "job-overview" },
-    h("div", { class: "dag-frame" }, nodes.length ? drawDag(nodes) : h("p", { class: "empty" }, "No vertices.")),
+    h("div", { class: "dag-frame", "data-scroll-key": `dag/${job.jid}` }, nodes.length ? drawDag(nodes) : h("p", { class: "empty" }, "No vertices.")),
     note,
     h("h2", {}, "Vertices"),
     table("vertex-table", columns, rows, (r) => ({ testid: "vertex-row", "data-vertex-name": r.vertex.name })),

@@ -117,14 +117,14 @@ export async function exceptionsTab(job) {
     { label: "Task", field: "taskName", cell: (e) => f.text(e.taskName) },
     { label: "TaskManager", field: "taskManagerId", cell: (e) => (e.taskManagerId ? link(`#/taskmanagers/${enc(e.taskManagerId)}`, e.taskManagerId) : f.NA) },
     { label: "Endpoint", field: "endpoint", cell: (e) => f.text(e.endpoint) },
-    { label: "Stack trace", field: "stacktrace", cell: (e) => h("details", {}, h("summary", {}, "show"), h("pre", {}, f.text(e.stacktrace))) },
+    { label: "Stack trace", field: "stacktrace", cell: (e) => h("details", { "data-key": `${e.timestamp}/${e.taskName}/${e.exceptionName}` }, h("summary", {}, "show"), h("pre", {}, f.text(e.stacktrace))) },
   ];
   return h(
     "section",
     { testid: "exceptions" },
     h("h2", {}, "Root exception"),
     answer["root-exception"]
-      ? [h("p", {}, f.time(answer.timestamp)), h("pre", { testid: "root-exception", class: "trace" }, answer["root-exception"])]
+      ? [h("p", {}, f.time(answer.timestamp)), h("pre", { testid: "root-exception", class: "trace", "data-scroll-key": "root-exception" }, answer["root-exception"])]
       : h("p", { class: "empty", testid: "root-exception-none" }, "No exception."),
     h("h2", {}, "History"),
     entries.length
