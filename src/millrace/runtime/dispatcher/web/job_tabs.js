@@ -6,6 +6,7 @@ import { facts, h, link, stateClass, table } from "./dom.js";
 import * as f from "./format.js";
 
 const enc = encodeURIComponent;
+const MILLISECONDS = new Set(["interval", "timeout", "min_pause"]); // checkpoint config, ms
 const missing = (testid, path) => h("p", { class: "note", testid }, `n/a: this cluster has no ${path}.`);
 
 export async function checkpointsTab(job, checkpointId) {
@@ -64,6 +65,8 @@ function configFacts(testid, object) {
   const walk = (prefix, value) => {
     if (value && typeof value === "object" && !Array.isArray(value)) {
       for (const [k, v] of Object.entries(value)) walk(prefix ? `${prefix}.${k}` : k, v);
+    } else if (MILLISECONDS.has(prefix) && typeof value === "number") {
+      items.push([prefix, value > 0 ? f.duration(value) : String(value), prefix]);
     } else items.push([prefix, f.text(Array.isArray(value) ? value.join(", ") : value), prefix]);
   };
   walk("", object);
