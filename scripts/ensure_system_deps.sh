@@ -6,11 +6,14 @@
 # ZooKeeper (jars under /usr/share/java, zookeeper.jar naming its dependencies) is run by
 # LocalZooKeeper (`millrace zookeeper start`, the high-availability tests) on a private port;
 # the package is installed when zookeeper.jar is absent (not zookeeperd: no system service).
+# Chromium (/usr/bin/chromium) runs the dashboard's browser tests (tests/browser), driven by
+# Playwright from the test extra; Playwright's own browser download is never used.
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need+=(postgresql)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != "0" ]; then SUDO=sudo; else SUDO=; fi
   $SUDO apt-get update -qq

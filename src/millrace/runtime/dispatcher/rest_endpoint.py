@@ -65,6 +65,7 @@ from millrace.runtime.dispatcher.rest_models import (
     TriggerResponse,
 )
 from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
+from millrace.runtime.dispatcher.web_dashboard import dashboard_router
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.resourcemanager.resource_manager_gateway import ResourceManagerGateway
@@ -127,6 +128,7 @@ def create_rest_app(
     )
     app.add_middleware(RestGuard, token=token, job_body_limit_bytes=max_body_bytes)
     app.include_router(create_metrics_router(dispatcher, resource_manager, timeout))
+    app.include_router(dashboard_router())  # GET / and /web/...: the web dashboard
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
