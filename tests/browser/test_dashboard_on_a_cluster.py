@@ -15,12 +15,9 @@ from typing import Any
 
 import pytest
 
-from millrace import Configuration, DirectorySource, ParquetSink, StreamExecutionEnvironment
-from millrace.rpc.tcp.transport_security import TransportSecurity
-from millrace.runtime.dispatcher.rest_endpoint import rest_token
 from tests.browser.dashboard_browser import chromium_context, go, number, open_page, screenshot
+from tests.integration.directory_job import directory_job, rest_auth
 from tests.integration.standalone_cluster import StandaloneCluster
-from tests.integration.streams import arrive, delays_per_day
 from tests.waiting import wait_until, wait_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -33,31 +30,10 @@ def running(spark, flights_dir, tmp_path_factory) -> Iterator[tuple[StandaloneCl
     """A cluster and the id of an unbounded job on it, checkpointing every second; one month of
     flights arrives, so the figures stop moving once it is processed."""
     work = tmp_path_factory.mktemp("dashboard")
-    inbox = work / "inbox"
-    inbox.mkdir()
-    cluster = StandaloneCluster(
-        work,
-        {"execution.checkpointing.interval": "1 s", "source.discovery-interval": "200 ms"},
-    )
-    try:
-        cluster.start_jobmanager()
-        for _ in range(2):
-            cluster.start_taskmanager(slots=2)
-        cluster.wait_for_taskmanagers(2)
-        conf = Configuration({**cluster.settings, "parallelism.default": 2})
-        env = StreamExecutionEnvironment(conf, spark)
-        flights = env.from_source(
-            DirectorySource.parquet(str(inbox)), event_time="time_hour", max_out_of_orderness="1 h"
-        )
-        delays_per_day(flights).sink_to(ParquetSink(str(work / "out")))
-        graph = env.get_job_graph(NAME)
-        with cluster.remote() as client:
-            client.job_client.submit_job_detached(graph).result(60)
-        arrive(flights_dir, inbox, 1)
-        cluster.wait_until(lambda: cluster.job(graph.job_id).get("state") == "RUNNING")
-        yield cluster, graph.job_id
-    finally:
-        cluster.close()
+    settings = {"execution.checkpointing.interval": "1 s", "source.discovery-interval": "200 ms"}
+    with directory_job(spark, flights_dir, work, NAME, settings) as (cluster, job_id):
+        cluster.wait_until(lambda: cluster.job(job_id).get("state") == "RUNNING")
+        yield cluster, job_id
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +53,7 @@ def page(browser, running) -> Iterator[Any]:
 
 
 def token(cluster: StandaloneCluster) -> str:
-    return rest_token(TransportSecurity.from_configuration(cluster.configuration).secret)
+    return rest_auth(cluster)["Authorization"].removeprefix("Bearer ")
 
 
 def shown_records(page: Any) -> dict[str, tuple[int, int]]:

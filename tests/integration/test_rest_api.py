@@ -25,12 +25,9 @@ from schemathesis.checks import (
     response_schema_conformance,
 )
 
-from millrace import Configuration, DirectorySource, ParquetSink, StreamExecutionEnvironment
-from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.checkpoint.checkpoint_storage import METADATA_FILE
-from millrace.runtime.dispatcher.rest_endpoint import rest_token
+from tests.integration.directory_job import directory_job, rest_auth
 from tests.integration.standalone_cluster import StandaloneCluster
-from tests.integration.streams import arrive, delays_per_day
 from tests.waiting import WAIT, wait_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -72,8 +69,7 @@ METRIC_KEYS = {
 class Job:
     def __init__(self, cluster: StandaloneCluster, job_id: str) -> None:
         self.cluster, self.id = cluster, job_id
-        secret = TransportSecurity.from_configuration(cluster.configuration).secret
-        self.auth = {"Authorization": f"Bearer {rest_token(secret)}"}
+        self.auth = rest_auth(cluster)
         self.url = f"http://127.0.0.1:{cluster.rest_port}"
 
     def get(self, path: str) -> Any:
@@ -85,33 +81,17 @@ class Job:
 @pytest.fixture(scope="module")
 def job(spark, flights_dir, tmp_path_factory) -> Iterator[Job]:
     work = tmp_path_factory.mktemp("rest-api")
-    inbox = work / "inbox"
-    inbox.mkdir()
-    cluster = StandaloneCluster(work, dict(SETTINGS))
-    try:
-        cluster.start_jobmanager()
-        for _ in range(3):
-            cluster.start_taskmanager(slots=2)
-        cluster.wait_for_taskmanagers(3)
-        conf = Configuration({**cluster.settings, "parallelism.default": 2})
-        env = StreamExecutionEnvironment(conf, spark)
-        flights = env.from_source(
-            DirectorySource.parquet(str(inbox)), event_time="time_hour", max_out_of_orderness="1 h"
-        )
-        delays_per_day(flights).sink_to(ParquetSink(str(work / "out")))
-        graph = env.get_job_graph("rest-api")
-        with cluster.remote() as client:
-            client.job_client.submit_job_detached(graph).result(60)
-        arrive(flights_dir, inbox, 1)
-        running = Job(cluster, graph.job_id)
+    with directory_job(spark, flights_dir, work, "rest-api", SETTINGS, taskmanagers=3) as (
+        cluster,
+        job_id,
+    ):
+        running = Job(cluster, job_id)
         wait_value(
-            lambda: running.get(f"/jobs/{graph.job_id}/checkpoints")["counts"]["completed"],
+            lambda: running.get(f"/jobs/{job_id}/checkpoints")["counts"]["completed"],
             lambda completed: completed >= 2,
             what="2 completed checkpoints",
         )
         yield running
-    finally:
-        cluster.close()
 
 
 def test_the_job_paths_answer_with_their_shapes_and_agree_with_the_job(job) -> None:

@@ -17,12 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from millrace import Configuration, DirectorySource, ParquetSink, StreamExecutionEnvironment
-from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.checkpoint.checkpoint_storage import METADATA_FILE
-from millrace.runtime.dispatcher.rest_endpoint import rest_token
+from tests.integration.directory_job import directory_job, rest_auth
 from tests.integration.standalone_cluster import StandaloneCluster
-from tests.integration.streams import arrive, delays_per_day
 from tests.waiting import WAIT, wait_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -34,38 +31,16 @@ INTERVAL_MS = 300
 def running(spark, flights_dir, tmp_path_factory) -> Iterator[tuple[StandaloneCluster, str]]:
     """A cluster and the id of an unbounded job on it, checkpointing every 300 ms."""
     work = tmp_path_factory.mktemp("rest-checkpoints")
-    inbox = work / "inbox"
-    inbox.mkdir()
-    cluster = StandaloneCluster(
-        work,
-        {
-            "execution.checkpointing.interval": f"{INTERVAL_MS} ms",
-            "source.discovery-interval": "200 ms",
-        },
-    )
-    try:
-        cluster.start_jobmanager()
-        for _ in range(2):
-            cluster.start_taskmanager(slots=2)
-        cluster.wait_for_taskmanagers(2)
-        conf = Configuration({**cluster.settings, "parallelism.default": 2})
-        env = StreamExecutionEnvironment(conf, spark)
-        flights = env.from_source(
-            DirectorySource.parquet(str(inbox)), event_time="time_hour", max_out_of_orderness="1 h"
-        )
-        delays_per_day(flights).sink_to(ParquetSink(str(work / "out")))
-        graph = env.get_job_graph("rest-checkpoints")
-        with cluster.remote() as client:
-            client.job_client.submit_job_detached(graph).result(60)
-        arrive(flights_dir, inbox, 1)
-        yield cluster, graph.job_id
-    finally:
-        cluster.close()
+    settings = {
+        "execution.checkpointing.interval": f"{INTERVAL_MS} ms",
+        "source.discovery-interval": "200 ms",
+    }
+    with directory_job(spark, flights_dir, work, "rest-checkpoints", settings) as running:
+        yield running
 
 
 def token(cluster: StandaloneCluster) -> dict[str, str]:
-    secret = TransportSecurity.from_configuration(cluster.configuration).secret
-    return {"Authorization": f"Bearer {rest_token(secret)}"}
+    return rest_auth(cluster)
 
 
 def get(cluster: StandaloneCluster, path: str) -> Any:
