@@ -184,8 +184,6 @@ async function overviewTab(job) {
     { label: "In rate", field: "in-rate", num: true, cell: (r) => f.rate(r.inRate) },
     { label: "Records out", field: "write-records", num: true, cell: (r) => f.num(r.vertex.metrics?.["write-records"]) },
     { label: "Out rate", field: "out-rate", num: true, cell: (r) => f.rate(r.outRate) },
-    { label: "Bytes in", field: "read-bytes", num: true, cell: (r) => f.bytes(r.vertex.metrics?.["read-bytes"]) },
-    { label: "Bytes out", field: "write-bytes", num: true, cell: (r) => f.bytes(r.vertex.metrics?.["write-bytes"]) },
     { label: "Busy", field: "busy", num: true, cell: (r) => f.percent(r.busy) },
     { label: "Backpressured", field: "backpressured", num: true, cell: (r) => f.percent(r.backpressured) },
     { label: "Low watermark", field: "low-watermark", cell: (r) => (low.has(r.vertex.name) ? f.watermark(low.get(r.vertex.name)) : f.NA) },
