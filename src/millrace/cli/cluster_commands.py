@@ -1,6 +1,7 @@
 """``millrace cluster start|stop``, ``millrace jobmanager start`` and ``millrace taskmanager
 start``: a standalone cluster.
 
+``cluster token`` prints the REST API's bearer token (:func:`rest_token` of the secret).
 ``cluster start`` runs the JobManager process (Dispatcher, ResourceManager, REST API) in the
 background, plus ``--taskmanagers N`` TaskManager processes on this machine, and returns once
 they run; ``--foreground`` runs the JobManager in this process instead (for supervisors and
@@ -49,7 +50,8 @@ from millrace.config import (
     SecurityOptions,
 )
 from millrace.errors import ConfigError, HighAvailabilityError
-from millrace.rpc.tcp.transport_security import SECRET_ENVIRONMENT_VARIABLE
+from millrace.rpc.tcp.transport_security import SECRET_ENVIRONMENT_VARIABLE, TransportSecurity
+from millrace.runtime.dispatcher.rest_endpoint import rest_token
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles, ProcessInfo
 
 __all__ = ["cluster_app", "jobmanager_app", "taskmanager_app"]
@@ -121,6 +123,23 @@ def cluster_stop(
     for info in processes:
         outcome = _await_exit(info.pid, _STOP_GRACE)
         console.print(f"stopped {info.kind} (pid {info.pid}, {info.rpc_address}): {outcome}")
+
+
+@cluster_app.command("token")
+def cluster_token(
+    dynamic: DynamicProperties = [],  # noqa: B006
+    config_file: ConfigFile = None,
+) -> None:
+    """Print the REST API's bearer token of this cluster (from its secret): what the dashboard's
+    token field and ``Authorization: Bearer`` of REST writes take."""
+    console = Console()
+    conf = load_configuration_or_exit(console, config_file, dynamic)
+    try:
+        secret = TransportSecurity.from_configuration(conf).secret
+    except ConfigError as error:
+        console.print(f"[red]no cluster secret here:[/] {error}")
+        raise typer.Exit(1) from None
+    print(rest_token(secret))
 
 
 @jobmanager_app.command("start")
