@@ -23,6 +23,7 @@ from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
     response_schema_conformance,
+    status_code_conformance,
 )
 
 from millrace.runtime.checkpoint.checkpoint_storage import METADATA_FILE
@@ -191,7 +192,12 @@ schemathesis.serializer.alias("application/x-msgpack", "application/octet-stream
 FUZZ = settings(
     max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
 )
-CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    response_schema_conformance,
+    content_type_conformance,
+]
 
 
 def fuzz_operation(operation, job: Job, known: dict[str, Any], seen: list[str]) -> None:  # type: ignore[no-untyped-def]

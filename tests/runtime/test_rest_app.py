@@ -17,6 +17,7 @@ import schemathesis
 import trustme
 from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import response_schema_conformance, status_code_conformance
 from starlette.testclient import TestClient
 
 from millrace.clock import ManualClock
@@ -154,8 +155,8 @@ def _needs_token(method: str, path: str) -> bool:
 
 
 def fuzz_operation(operation, headers: dict[str, str], seen: list[str]) -> None:  # type: ignore[no-untyped-def]
-    """Hypothesis over one operation's generated requests: no 5xx; 401 for what needs the
-    token when ``headers`` lack it."""
+    """Hypothesis over one operation's generated requests: no 5xx; every status and body as
+    the OpenAPI document says; 401 for what needs the token when ``headers`` lack it."""
     label = f"{operation.method.upper()} {operation.path}"
     refused = not headers and _needs_token(operation.method, operation.path)
 
@@ -165,6 +166,9 @@ def fuzz_operation(operation, headers: dict[str, str], seen: list[str]) -> None:
         response = case.call(headers=headers)
         seen.append(label)
         assert response.status_code < 500, (label, response.status_code, response.text)
+        case.validate_response(
+            response, checks=[status_code_conformance, response_schema_conformance]
+        )
         if refused:
             assert response.status_code == 401, (label, response.status_code, response.text)
 

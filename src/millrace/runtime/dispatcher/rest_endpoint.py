@@ -49,7 +49,7 @@ from millrace.runtime.checkpoint.savepoint_targets import SavepointTargets
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.dispatcher.metrics_rest import create_metrics_router
 from millrace.runtime.dispatcher.rest_cluster_routes import cluster_routes
-from millrace.runtime.dispatcher.rest_guard import RestGuard
+from millrace.runtime.dispatcher.rest_guard import RestGuard, needs_token
 from millrace.runtime.dispatcher.rest_job_routes import job_routes
 from millrace.runtime.dispatcher.rest_models import (
     CheckpointInfo,
@@ -64,6 +64,7 @@ from millrace.runtime.dispatcher.rest_models import (
     TaskWatermark,
     TriggerResponse,
 )
+from millrace.runtime.dispatcher.rest_openapi import document_errors
 from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
 from millrace.runtime.dispatcher.web_dashboard import dashboard_router
 from millrace.runtime.executiongraph import JobStatus
@@ -140,6 +141,7 @@ def create_rest_app(
             )
             schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
             schemes["bearerAuth"] = {"type": "http", "scheme": "bearer"}
+            document_errors(schema, needs_token)
             app.openapi_schema = schema
         return app.openapi_schema
 

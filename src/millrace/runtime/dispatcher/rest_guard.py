@@ -28,7 +28,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-__all__ = ["JSON_BODY_LIMIT_BYTES", "RestGuard"]
+__all__ = ["JSON_BODY_LIMIT_BYTES", "RestGuard", "needs_token"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -47,6 +47,12 @@ def _error(status: int, message: str, headers: list[tuple[bytes, bytes]] | None 
     return status, head + (headers or []), body
 
 
+def needs_token(method: str, path: str) -> bool:
+    """Whether a request (``METHOD``, path or path template) must carry the token: every write,
+    and the savepoint status reads."""
+    return method not in _OPEN_METHODS or bool(_PROTECTED_READS.match(path))
+
+
 class RestGuard:
     """Token check and body caps ahead of ``app`` (see the module docstring).
 
@@ -62,8 +68,8 @@ class RestGuard:
         self._job_limit = job_body_limit_bytes
 
     def needs_token(self, method: str, path: str) -> bool:
-        """Whether a request must carry the token."""
-        return method not in _OPEN_METHODS or bool(_PROTECTED_READS.match(path))
+        """Whether a request must carry the token (:func:`needs_token`)."""
+        return needs_token(method, path)
 
     def body_limit(self, method: str, path: str) -> int:
         """The most body bytes a request may send."""
