@@ -219,6 +219,19 @@ def test_values_move_between_two_scrapes(running, flights_dir) -> None:
     )
     # the heads carry the tasks' numRecordsIn: the same total
     assert operator_sum(later, "numRecordsIn", job_id) == records_in(later, job_id)
+    # a source sends downstream the watermark it emits: its tail's output watermark is the
+    # head's input watermark; a source subtask that emitted none yet (e.g. it got no split)
+    # and the keyed vertex (it forwards none) have none
+    emitted = {
+        (labels["task_name"], labels["subtask_index"]): value
+        for labels, value in of_job(later, OPERATOR + "currentInputWatermark", job_id)
+        if labels["task_name"].startswith("Source: ")
+    }
+    sent = {
+        (labels["task_name"], labels["subtask_index"]): value
+        for labels, value in of_job(later, OPERATOR + "currentOutputWatermark", job_id)
+    }
+    assert sent and {key: emitted.get(key) for key in sent} == sent
     busy = of_job(later, "flink_taskmanager_job_task_accumulatedBusyTime", job_id)
     idle = of_job(later, "flink_taskmanager_job_task_accumulatedIdleTime", job_id)
     assert sum(v for _, v in busy) > 0
