@@ -231,19 +231,24 @@ def test_the_consumer_lag_shows_the_records_waiting_and_zero_when_caught_up(
     topic = new_topic(bootstrap, [300, 100])
     source = KafkaSource.json(bootstrap, topic, SCHEMA)
     group = OperatorMetricGroup()
-    readers.append(reader := open_reader(spark, source, max_records=50, metric_group=group))
+    readers.append(reader := open_reader(spark, source, max_records=10, metric_group=group))
     assert group.values() == ()  # no fetch response yet: absent, not 0
 
-    next_bundle(reader)
+    for _ in range(20):  # known once a fetch response of each partition came
+        next_bundle(reader)
+        if group.values():
+            break
+    else:
+        raise AssertionError("no consumer lag after 20 bundles")
 
     position = {s.split.split_id: s.position for s in reader.snapshot()}
     waiting = max(300 - position[f"{topic}/0"], 100 - position[f"{topic}/1"])
-    assert waiting > 0  # at most 50 of the 400 records read
-    assert dict(group.values()) == dict.fromkeys(LAG_METRICS, float(waiting))
-    for _ in range(40):  # catch up: 400 records in bundles of at most 50
-        if reader.poll(0.5) is None:
+    assert waiting > 0, position  # at most 200 of the 400 records read
+    assert dict(group.values()) == dict.fromkeys(LAG_METRICS, float(waiting)), position
+    for _ in range(100):  # catch up: the rest in bundles of at most 10
+        reader.poll(0.5)
+        if {s.position for s in reader.snapshot()} == {300, 100}:
             break
     else:
-        raise AssertionError("the reader did not catch up in 40 polls")
-    assert {s.position for s in reader.snapshot()} == {300, 100}
+        raise AssertionError(f"the reader did not catch up in 100 polls: {reader.snapshot()}")
     assert dict(group.values()) == dict.fromkeys(LAG_METRICS, 0.0)
