@@ -1,5 +1,5 @@
 """KafkaSourceReader against a real broker: bundles, positions, snapshots and resuming from
-them, bounded ends, dead letters for malformed JSON."""
+them, bounded ends, dead letters for malformed JSON, the consumer lag in its metric group."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from millrace import KafkaSource
 from millrace.api.connector.source import SourceBundle, SourceReaderContext
 from millrace.config import Configuration
 from millrace.connectors.kafka_records import INTERNAL_COLUMNS
-from millrace.connectors.kafka_source_reader import KafkaSourceReader
+from millrace.connectors.kafka_source_reader import LAG_METRICS, KafkaSourceReader
 from millrace.runtime.io.input_split import SplitState
+from millrace.runtime.metrics.operator_metric_group import OperatorMetricGroup
 from tests.integration.kafka_flights import create_topic, produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -42,9 +43,11 @@ def open_reader(
     source: KafkaSource,
     max_records: int,
     positions: list[SplitState] | None = None,
+    metric_group: OperatorMetricGroup | None = None,
 ) -> KafkaSourceReader:
     """A reader of subtask 0 of 1, given every partition (at ``positions`` if given)."""
-    context = SourceReaderContext(0, 1, max_records, 0.2, Configuration({}), spark)
+    group = metric_group or OperatorMetricGroup()
+    context = SourceReaderContext(0, 1, max_records, 0.2, Configuration({}), spark, group)
     reader = source.create_reader(context)
     if positions is None:
         positions = [SplitState(s) for s in source.create_enumerator(None).discover()]
@@ -219,3 +222,33 @@ def test_starting_offsets_apply_to_partitions_never_read(spark, kafka_broker, re
     rows = [row for b in read_to_end(reader) for row in good_rows(b)]
 
     assert sorted(r[0] for r in rows) == [6, 7, 8, 9, *range(10, 20)]
+
+
+def test_the_consumer_lag_shows_the_records_waiting_and_zero_when_caught_up(
+    spark, kafka_broker, readers
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = new_topic(bootstrap, [300, 100])
+    source = KafkaSource.json(bootstrap, topic, SCHEMA)
+    group = OperatorMetricGroup()
+    readers.append(reader := open_reader(spark, source, max_records=10, metric_group=group))
+    assert group.values() == ()  # no fetch response yet: absent, not 0
+
+    for _ in range(20):  # known once a fetch response of each partition came
+        next_bundle(reader)
+        if group.values():
+            break
+    else:
+        raise AssertionError("no consumer lag after 20 bundles")
+
+    position = {s.split.split_id: s.position for s in reader.snapshot()}
+    waiting = max(300 - position[f"{topic}/0"], 100 - position[f"{topic}/1"])
+    assert waiting > 0, position  # at most 200 of the 400 records read
+    assert dict(group.values()) == dict.fromkeys(LAG_METRICS, float(waiting)), position
+    for _ in range(100):  # catch up: the rest in bundles of at most 10
+        reader.poll(0.5)
+        if {s.position for s in reader.snapshot()} == {300, 100}:
+            break
+    else:
+        raise AssertionError(f"the reader did not catch up in 100 polls: {reader.snapshot()}")
+    assert dict(group.values()) == dict.fromkeys(LAG_METRICS, 0.0)

@@ -1,23 +1,34 @@
 """Prometheus metrics and the REST metric paths on a standalone cluster running a job: every
 process serves /metrics (each on its own port: metrics.reporter.prom.port 0), every metric and
 label the chosen public Grafana dashboards for Flink use (tests/data) is there with Flink's
-labels, the records counters grow between two scrapes as files arrive, and the REST metric
-paths agree with the JobMaster's figures at /jobs/{id}.
+labels (the Kafka consumer lag on a second job, reading a topic), the operator scope sits on
+each chain's head and tail operator, the records counters and the head's watermark grow between
+two scrapes as files arrive, and the REST metric paths agree with the JobMaster's figures at
+/jobs/{id}.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from millrace import Configuration, DirectorySource, ParquetSink, StreamExecutionEnvironment
+from millrace import (
+    Configuration,
+    DirectorySource,
+    KafkaSource,
+    ParquetSink,
+    StreamExecutionEnvironment,
+)
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles
-from millrace.runtime.metrics.flink_collectors import TASK_LABELS
+from millrace.runtime.metrics.flink_collectors import OPERATOR_LABELS, TASK_LABELS
 from tests.grafana_dashboard import dashboard_metrics
+from tests.integration.kafka_flights import create_topic, produce
 from tests.integration.standalone_cluster import StandaloneCluster
 from tests.integration.streams import arrive, delays_per_day
 from tests.waiting import wait_value
@@ -25,12 +36,21 @@ from tests.waiting import wait_value
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 JOB_NAME = "metrics-job"
+KAFKA_JOB_NAME = "metrics-kafka-job"
+OPERATOR = "flink_taskmanager_job_task_operator_"
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
+class Running(NamedTuple):
+    cluster: StandaloneCluster
+    job_id: str
+    kafka_job_id: str
+
+
 @pytest.fixture(scope="module")
-def running(spark, flights_dir, tmp_path_factory) -> Iterator[tuple[StandaloneCluster, str]]:
-    """A JobManager and two TaskManagers running an unbounded job over a directory."""
+def running(spark, flights_dir, kafka_broker, tmp_path_factory) -> Iterator[Running]:
+    """A JobManager and two TaskManagers running an unbounded job over a directory (two
+    subtasks of two vertices) and one over a Kafka topic (one subtask of one vertex)."""
     work = tmp_path_factory.mktemp("prometheus-metrics")
     inbox = work / "inbox"
     inbox.mkdir()
@@ -50,12 +70,28 @@ def running(spark, flights_dir, tmp_path_factory) -> Iterator[tuple[StandaloneCl
         )
         delays_per_day(flights).sink_to(ParquetSink(str(work / "out")))
         graph = env.get_job_graph(JOB_NAME)
+        kafka_graph = kafka_job(cluster, spark, kafka_broker.bootstrap_servers, work)
         with cluster.remote() as client:
             client.job_client.submit_job_detached(graph).result(60)
+            client.job_client.submit_job_detached(kafka_graph).result(60)
         arrive(flights_dir, inbox, 1)
-        yield cluster, graph.job_id
+        yield Running(cluster, graph.job_id, kafka_graph.job_id)
     finally:
         cluster.close()
+
+
+def kafka_job(cluster: StandaloneCluster, spark: Any, bootstrap: str, work: Any) -> Any:
+    """The JobGraph of a job copying a two-partition topic of 500 messages to Parquet."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 2)
+    values = [json.dumps({"id": i}).encode() for i in range(500)]
+    produce(bootstrap, topic, values, [i % 2 for i in range(500)])
+    conf = Configuration({**cluster.settings, "parallelism.default": 1})
+    env = StreamExecutionEnvironment(conf, spark)
+    env.from_source(KafkaSource.json(bootstrap, topic, "id bigint")).sink_to(
+        ParquetSink(str(work / "kafka-out"))
+    )
+    return env.get_job_graph(KAFKA_JOB_NAME)
 
 
 def metrics_urls(cluster: StandaloneCluster) -> dict[str, str]:
@@ -83,12 +119,22 @@ def records_in(samples: Samples, job_id: str) -> float:
     return sum(v for _, v in of_job(samples, "flink_taskmanager_job_task_numRecordsIn", job_id))
 
 
+def operator_sum(samples: Samples, name: str, job_id: str) -> float:
+    return sum(v for _, v in of_job(samples, OPERATOR + name, job_id))
+
+
+def head_watermark(samples: Samples, job_id: str) -> float:
+    """The largest input watermark of the job's head operators."""
+    series = of_job(samples, OPERATOR + "currentInputWatermark", job_id)
+    return max((v for _, v in series), default=float("-inf"))
+
+
 def rest(cluster: StandaloneCluster, path: str) -> Any:
     return cluster.rest(path)
 
 
 def test_every_process_serves_metrics_on_its_own_port(running) -> None:
-    cluster, _ = running
+    cluster = running.cluster
     urls = metrics_urls(cluster)
     assert sorted(k.split("-")[0] for k in urls) == ["jobmanager", "taskmanager", "taskmanager"]
     assert all(urls.values()) and len(set(urls.values())) == 3, urls
@@ -97,7 +143,8 @@ def test_every_process_serves_metrics_on_its_own_port(running) -> None:
 
 
 def test_the_dashboards_metrics_and_labels_are_all_there(running) -> None:
-    cluster, job_id = running
+    cluster, job_id, kafka_job_id = running
+    lag = OPERATOR + "KafkaConsumer_records_lag_max"
 
     def complete(samples: Samples) -> bool:  # tasks running, a checkpoint completed
         durations = of_job(samples, "flink_jobmanager_job_lastCheckpointDuration", job_id)
@@ -105,40 +152,86 @@ def test_the_dashboards_metrics_and_labels_are_all_there(running) -> None:
             bool(durations)
             and durations[0][1] >= 0
             and len(of_job(samples, "flink_taskmanager_job_task_busyTimeMsPerSecond", job_id)) >= 4
+            and bool(of_job(samples, lag, kafka_job_id))
         )
 
     samples = wait_value(lambda: scrape(cluster), complete, what="task and checkpoint metrics")
     provided = [m for m in dashboard_metrics() if m.provided]
     assert provided
     for metric in provided:
-        series = of_job(samples, metric.name, job_id)
+        kafka = "KafkaConsumer" in metric.name  # shown by the job reading Kafka
+        series = of_job(samples, metric.name, kafka_job_id if kafka else job_id)
         assert series, f"{metric.name} of job {job_id} is not exposed"
         for labels, _ in series:
             assert set(metric.labels) <= set(labels), (metric.name, labels)
-            assert labels["job_name"] == JOB_NAME
+            assert labels["job_name"] == (KAFKA_JOB_NAME if kafka else JOB_NAME)
+    # the operator scope: Flink's labels, on each chain's head (In) and tail (Out) operator,
+    # named as in the vertex name (the REST plan's description)
+    for name, end in [("numRecordsIn", 0), ("currentInputWatermark", 0), ("numRecordsOut", -1)]:
+        series = of_job(samples, OPERATOR + name, job_id)
+        assert len(series) == 4, (name, series)  # 2 vertices x 2 subtasks: one operator each
+        for labels, _ in series:
+            assert set(labels) == set(OPERATOR_LABELS)
+            assert labels["operator_name"] == labels["task_name"].split(" -> ")[end]
+            head = end == 0 or " -> " not in labels["task_name"]
+            assert (labels["operator_id"] == labels["task_id"]) == head
+    [(labels, value)] = of_job(samples, lag, kafka_job_id)
+    [(new_name_labels, _)] = of_job(
+        samples, OPERATOR + "KafkaSourceReader_KafkaConsumer_records_lag_max", kafka_job_id
+    )
+    assert labels == new_name_labels and set(labels) == set(OPERATOR_LABELS)
+    assert labels["operator_name"] == labels["task_name"].split(" -> ")[0]
+    assert value >= 0
     tm_ids = {tm["id"] for tm in cluster.taskmanagers()}
     for labels, _ in of_job(samples, "flink_taskmanager_job_task_numRecordsIn", job_id):
         assert set(labels) == set(TASK_LABELS)
         assert labels["tm_id"] in tm_ids
     for name in ("numRegisteredTaskManagers", "taskSlotsTotal", "numRunningJobs"):
         [(labels, value)] = samples[f"flink_jobmanager_{name}"]
-        assert value == {"numRegisteredTaskManagers": 2, "taskSlotsTotal": 4}.get(name, 1)
+        assert value == {"numRegisteredTaskManagers": 2, "taskSlotsTotal": 4}.get(name, 2)
     heap = samples["flink_taskmanager_Status_JVM_Memory_Heap_Used"]
     assert {labels["tm_id"] for labels, _ in heap} == tm_ids
     assert all(value > 0 for _, value in heap)
 
 
 def test_values_move_between_two_scrapes(running, flights_dir) -> None:
-    cluster, job_id = running
+    cluster, job_id, _ = running
     first = wait_value(
-        lambda: scrape(cluster), lambda s: records_in(s, job_id) > 0, what="records counted"
+        lambda: scrape(cluster),
+        lambda s: records_in(s, job_id) > 0 and operator_sum(s, "numRecordsOut", job_id) > 0,
+        what="records counted",
     )
     arrive(flights_dir, cluster.work / "inbox", 2)
+
+    def moved(s: Samples) -> bool:  # task and operator scope alike
+        def grew(name: str) -> bool:
+            return operator_sum(s, name, job_id) > operator_sum(first, name, job_id)
+
+        return (
+            records_in(s, job_id) > records_in(first, job_id)
+            and grew("numRecordsIn")
+            and grew("numRecordsOut")
+            and head_watermark(s, job_id) > head_watermark(first, job_id)
+        )
+
     later = wait_value(
-        lambda: scrape(cluster),
-        lambda s: records_in(s, job_id) > records_in(first, job_id),
-        what="numRecordsIn to grow after a new file",
+        lambda: scrape(cluster), moved, what="numRecordsIn/Out and the watermark to grow"
     )
+    # the heads carry the tasks' numRecordsIn: the same total
+    assert operator_sum(later, "numRecordsIn", job_id) == records_in(later, job_id)
+    # a source sends downstream the watermark it emits: its tail's output watermark is the
+    # head's input watermark; a source subtask that emitted none yet (e.g. it got no split)
+    # and the keyed vertex (it forwards none) have none
+    emitted = {
+        (labels["task_name"], labels["subtask_index"]): value
+        for labels, value in of_job(later, OPERATOR + "currentInputWatermark", job_id)
+        if labels["task_name"].startswith("Source: ")
+    }
+    sent = {
+        (labels["task_name"], labels["subtask_index"]): value
+        for labels, value in of_job(later, OPERATOR + "currentOutputWatermark", job_id)
+    }
+    assert sent and {key: emitted.get(key) for key in sent} == sent
     busy = of_job(later, "flink_taskmanager_job_task_accumulatedBusyTime", job_id)
     idle = of_job(later, "flink_taskmanager_job_task_accumulatedIdleTime", job_id)
     assert sum(v for _, v in busy) > 0
@@ -153,7 +246,7 @@ def test_values_move_between_two_scrapes(running, flights_dir) -> None:
 
 
 def test_rest_metric_paths_agree_with_the_job_figures(running) -> None:
-    cluster, job_id = running
+    cluster, job_id, _ = running
     samples = wait_value(
         lambda: scrape(cluster),
         lambda s: len(of_job(s, "flink_taskmanager_job_task_numRecordsIn", job_id)) >= 4,

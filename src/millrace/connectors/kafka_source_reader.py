@@ -8,6 +8,13 @@ closes at ``execution.bundle.max-records`` messages, or for an unbounded source 
 messages come, and stops at the end offsets (messages past them are dropped, and a finished
 partition is unassigned). Positions move with the bundles returned, so ``snapshot`` is exactly
 what a checkpoint taken between two bundles must resume from.
+
+After each fetch the reader sets the consumer lag in its metric group (Flink's
+``KafkaSourceReader.KafkaConsumer.records-lag-max``, and FlinkKafkaConsumer's legacy
+``KafkaConsumer.records-lag-max``): the largest, over the partitions the consumer reads, of the
+high watermark minus the reader's next offset. The high watermarks are the ones the last fetch
+responses carried, cached by librdkafka (``get_watermark_offsets(cached=True)``: no request);
+while one of them is not known (before the first fetch response) the gauges are absent.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ __all__ = ["KafkaSourceReader"]
 logger = logging.getLogger(__name__)
 
 OFFSET_BEGINNING = -2  # librdkafka's logical offset: the partition's first available message
+LAG_METRICS = ("KafkaSourceReader.KafkaConsumer.records-lag-max", "KafkaConsumer.records-lag-max")
 
 
 @dataclass
@@ -102,6 +110,7 @@ class KafkaSourceReader:
         self._partitions: dict[int, _Partition] = {}
         self._fatal: Any = None
         self._closed = False
+        self._metric_group = context.metric_group
         client_id = f"millrace-{topic}-{context.subtask_index}"
         config = consumer_config(bootstrap_servers, properties, client_id)
         config["error_cb"] = self._on_error
@@ -146,6 +155,9 @@ class KafkaSourceReader:
         messages, ends = self._consume(timeout)
         table = self._advance(message_table(messages))
         self._move_to_ends(ends)
+        lag = self._records_lag_max()
+        for name in LAG_METRICS:
+            self._metric_group.set_gauge(name, lag)
         read = set(table.column(PARTITION).unique().to_pylist())
         changed = [
             p for n, p in self._partitions.items() if not p.closed and (p.finished or n in read)
@@ -282,6 +294,27 @@ class KafkaSourceReader:
             if mask is not None:
                 drop = mask if drop is None else pc.or_(drop, mask)
         return table if drop is None else table.filter(pc.invert(drop))
+
+    def _records_lag_max(self) -> int | None:
+        """Largest high watermark - next offset of the partitions the consumer reads, from the
+        high watermarks of the last fetch responses (cached: no request); None if one is not
+        known yet, or if it reads none (a bounded partition at its end counts no more)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        lags = []
+        for n, state in self._partitions.items():
+            if not state.assigned or state.finished:
+                continue
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(self._topic, n), cached=True
+                )
+            except KafkaException:  # not known to the client (yet)
+                return None
+            if high < 0:  # OFFSET_INVALID: no fetch response yet
+                return None
+            lags.append(max(0, high - state.position))
+        return max(lags, default=None)
 
     def _unassign_finished(self) -> None:
         from confluent_kafka import TopicPartition

@@ -134,6 +134,7 @@ class SourceStreamTask(SparkStreamTask):
                 self._max_delay,
                 conf,
                 self.spark,
+                env.io_metrics.head_operator,
             )
         )
         self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)

@@ -59,6 +59,8 @@ SNAPSHOT = TaskMetricsSnapshot(
     busy_ms_per_second=900.0,
     idle_ms_per_second=100.0,
     current_input_watermark_ms=1_700_000_000_000,
+    operator_names=("Source: words", "Sink: counts"),
+    head_operator_metrics=(("KafkaConsumer.records-lag-max", 3.0),),
 )
 
 

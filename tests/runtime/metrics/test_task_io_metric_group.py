@@ -81,3 +81,28 @@ def test_snapshot_names_the_task_as_flink_does() -> None:
     assert snapshot.current_input_watermark_ms == NO_WATERMARK
     group.current_input_watermark_ms = 42
     assert group.sync().current_input_watermark_ms == 42
+
+
+def test_sync_publishes_the_operators_gauges_and_the_output_watermark() -> None:
+    group = TaskIOMetricGroup(
+        "job-1",
+        "j",
+        "vertex-1",
+        "Source: s -> Sink: t (1/1)",
+        0,
+        "attempt-1",
+        IOMetrics(),
+        _Clock(),
+        operator_names=("Source: s", "Sink: t"),
+    )
+    assert group.sync().head_operator_metrics == ()
+    assert group.snapshot.current_output_watermark_ms == NO_WATERMARK
+    group.head_operator.set_gauge("KafkaConsumer.records-lag-max", 12)
+    group.current_output_watermark_ms = 1_700_000_000_000
+    assert group.snapshot.head_operator_metrics == ()  # published at the next sync only
+    snapshot = group.sync()
+    assert snapshot.operator_names == ("Source: s", "Sink: t")
+    assert snapshot.head_operator_metrics == (("KafkaConsumer.records-lag-max", 12.0),)
+    assert snapshot.current_output_watermark_ms == 1_700_000_000_000
+    group.head_operator.set_gauge("KafkaConsumer.records-lag-max", None)  # not known: absent
+    assert group.sync().head_operator_metrics == ()

@@ -16,11 +16,12 @@ out again starting at their positions; sources rewind (Kafka offsets, file rows)
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from millrace.config import Configuration
 from millrace.runtime.io.input_split import InputSplit, SplitState
+from millrace.runtime.metrics.operator_metric_group import OperatorMetricGroup
 from millrace.runtime.source.split_enumerator import Boundedness, SplitEnumerator
 
 __all__ = [
@@ -53,6 +54,8 @@ class SourceReaderContext:
             (``execution.bundle.max-delay``): a bundle closes at ``max_records`` or after this.
         configuration: The job's configuration.
         spark: The task's SparkSession (``pyspark.sql.SparkSession``).
+        metric_group: The source operator's metric group (Flink's SourceReaderMetricGroup):
+            the reader sets its gauges there on the task thread; the task publishes them.
     """
 
     subtask_index: int
@@ -61,6 +64,7 @@ class SourceReaderContext:
     max_delay: float
     configuration: Configuration
     spark: Any
+    metric_group: OperatorMetricGroup = field(default_factory=OperatorMetricGroup)
 
 
 @dataclass(frozen=True)

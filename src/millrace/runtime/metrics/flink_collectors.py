@@ -5,7 +5,10 @@ the scope variables as labels, every metric a gauge).
 * TaskManager: ``flink_taskmanager_Status_JVM_*{host, tm_id}`` (process figures, see
   :mod:`~millrace.runtime.metrics.process_metrics`) and, per running task,
   ``flink_taskmanager_job_task_<metric>{host, tm_id, job_id, job_name, task_id,
-  task_attempt_id, task_name, subtask_index, task_attempt_num}``.
+  task_attempt_id, task_name, subtask_index, task_attempt_num}`` and, at the head and tail
+  operator of each task's chain only, ``flink_taskmanager_job_task_operator_<metric>`` with
+  ``operator_id`` and ``operator_name`` besides (a chain is one Spark plan: the operators
+  inside it get no counts; see :mod:`~millrace.runtime.metrics.operator_scope`).
 * JobManager: ``flink_jobmanager_Status_JVM_*{host}``, ``flink_jobmanager_<metric>{host}``
   (TaskManagers, slots, running jobs) and, per job that has not ended,
   ``flink_jobmanager_job_<metric>{host, job_id, job_name}``.
@@ -34,11 +37,13 @@ from millrace.runtime.metrics.metric_values import (
     process_values,
     task_values,
 )
+from millrace.runtime.metrics.operator_scope import OPERATOR_METRICS, operator_samples
 from millrace.runtime.metrics.process_metrics import process_metrics
 from millrace.runtime.metrics.task_io_metric_group import TaskMetricsSnapshot
 from millrace.types import JobId
 
 __all__ = [
+    "OPERATOR_LABELS",
     "TASK_LABELS",
     "JobManagerCollector",
     "TaskManagerCollector",
@@ -61,6 +66,7 @@ TASK_LABELS = (
     "subtask_index",
     "task_attempt_num",
 )
+OPERATOR_LABELS = (*TASK_LABELS[:7], "operator_id", "operator_name", *TASK_LABELS[7:])
 JOB_LABELS = ("host", "job_id", "job_name")
 
 
@@ -95,6 +101,12 @@ def _process_families(
 class TaskManagerCollector(Collector):
     """The metrics of the TaskManagers of one process (one; several in the embedded cluster).
 
+    Task scope for every running task; operator scope (``OPERATOR_LABELS``) only for the head
+    operator of each chain (``numRecordsIn``, ``currentInputWatermark``, the head's own gauges
+    such as a Kafka reader's ``records-lag-max``) and its tail operator (``numRecordsOut``,
+    ``currentOutputWatermark``): a chain runs as one Spark plan, so the operators inside it
+    are given no counts (:mod:`~millrace.runtime.metrics.operator_scope`).
+
     Args:
         task_managers: ResourceID (``tm_id``) -> a function returning the latest snapshot of
             every task it runs (any thread; ``TaskManagerMetricGroup.snapshots``).
@@ -122,6 +134,7 @@ class TaskManagerCollector(Collector):
             )
             for name, text in TASK_METRICS.items()
         }
+        operator_families: dict[str, GaugeMetricFamily] = {}
         any_task = False
         for tm_id, snapshots in self._task_managers.items():
             for snapshot in snapshots():
@@ -139,8 +152,19 @@ class TaskManagerCollector(Collector):
                 ]
                 for name, value in task_values(snapshot).items():
                     families[name].add_metric(labels, value)
+                for sample in operator_samples(snapshot):
+                    family = operator_families.get(sample.name)
+                    if family is None:
+                        family = operator_families[sample.name] = GaugeMetricFamily(
+                            prometheus_name("taskmanager_job_task_operator", sample.name),
+                            OPERATOR_METRICS.get(sample.name, sample.name),
+                            labels=OPERATOR_LABELS,
+                        )
+                    operator = [sample.operator_id, sample.operator_name]
+                    family.add_metric([*labels[:7], *operator, *labels[7:]], sample.value)
         if any_task:
             yield from families.values()
+        yield from operator_families.values()
 
 
 class JobManagerCollector(Collector):

@@ -27,11 +27,12 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from millrace.runtime.executiongraph import IOMetrics
+from millrace.runtime.metrics.operator_metric_group import OperatorMetricGroup
 
 __all__ = ["NO_WATERMARK", "TaskIOMetricGroup", "TaskMetricsSnapshot"]
 
@@ -59,6 +60,14 @@ class TaskMetricsSnapshot:
         current_input_watermark_ms: The last watermark the task received (a source: the one
             it emitted), epoch ms; ``NO_WATERMARK`` before the first.
         timestamp_ms: When the snapshot was taken, epoch ms.
+        operator_names: The chain's operators in order, side outputs left out (the names the
+            vertex name joins with `` -> ``); empty if unknown.
+        current_output_watermark_ms: The last watermark the task sent downstream, epoch ms;
+            ``NO_WATERMARK`` before the first (and always for a chain without an output
+            partition, or one that forwards no watermarks).
+        head_operator_metrics: The chain's head operator's own gauges (its
+            :class:`OperatorMetricGroup`, e.g. a Kafka reader's consumer lag), ``(name,
+            value)`` sorted by name.
     """
 
     job_id: str
@@ -82,6 +91,9 @@ class TaskMetricsSnapshot:
     backpressured_ms_per_second: float = 0.0
     current_input_watermark_ms: int = NO_WATERMARK
     timestamp_ms: int = 0
+    operator_names: tuple[str, ...] = ()
+    current_output_watermark_ms: int = NO_WATERMARK
+    head_operator_metrics: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,11 +114,16 @@ class TaskIOMetricGroup:
         counters: The task's IOMetrics, updated by the task; busy/idle/back-pressured ms are
             written into it by :meth:`sync`.
         clock: Monotonic seconds (tests pass a fake).
+        operator_names: The chain's operator names, in order, side outputs left out.
+
+    Attributes:
+        head_operator: The chain's head operator's :class:`OperatorMetricGroup` (a source
+            reader's gauges), copied into each snapshot by :meth:`sync`.
 
     Threading:
-        ``start``, ``idle``, ``back_pressured``, ``sync`` and ``current_input_watermark_ms``
-        on the task thread; :attr:`snapshot` is read from any thread (an immutable value
-        replaced as a whole).
+        ``start``, ``idle``, ``back_pressured``, ``sync``, ``head_operator`` and the
+        ``current_input/output_watermark_ms`` attributes on the task thread;
+        :attr:`snapshot` is read from any thread (an immutable value replaced as a whole).
     """
 
     def __init__(
@@ -119,6 +136,7 @@ class TaskIOMetricGroup:
         attempt_id: str,
         counters: IOMetrics,
         clock: Callable[[], float] = time.monotonic,
+        operator_names: Sequence[str] = (),
     ) -> None:
         self.counters = counters
         self._clock = clock
@@ -127,6 +145,8 @@ class TaskIOMetricGroup:
         self._back_pressured = 0.0
         self._samples: deque[_Sample] = deque()
         self.current_input_watermark_ms = NO_WATERMARK
+        self.current_output_watermark_ms = NO_WATERMARK
+        self.head_operator = OperatorMetricGroup()
         self.snapshot = TaskMetricsSnapshot(
             job_id,
             job_name,
@@ -134,6 +154,7 @@ class TaskIOMetricGroup:
             _SUBTASK_SUFFIX.sub("", task_name),
             subtask_index,
             attempt_id,
+            operator_names=tuple(operator_names),
         )
 
     @property
@@ -211,6 +232,8 @@ class TaskIOMetricGroup:
                 ),
                 "current_input_watermark_ms": self.current_input_watermark_ms,
                 "timestamp_ms": round(time.time() * 1000),
+                "current_output_watermark_ms": self.current_output_watermark_ms,
+                "head_operator_metrics": self.head_operator.values(),
             }
         )
         return self.snapshot

@@ -22,7 +22,8 @@ from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.runtime.executiongraph import IOMetrics
 from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.input_split import NextInputSplit
-from millrace.runtime.io.partition_events import PartitionEvent
+from millrace.runtime.io.partition_events import PartitionEvent, Watermark
+from millrace.runtime.jobgraph import OperatorKind
 from millrace.runtime.metrics.task_io_metric_group import TaskIOMetricGroup
 
 __all__ = ["AbstractInvokable", "CheckpointResponder", "TaskEnvironment"]
@@ -92,6 +93,7 @@ class TaskEnvironment:
             tdd.subtask_index,
             tdd.attempt_id,
             self.metrics,
+            operator_names=[o.name for o in tdd.operators if o.kind != OperatorKind.SIDE_OUTPUT],
         )
         self.input_gate = input_gate
         self._request_split = request_split
@@ -147,7 +149,10 @@ class TaskEnvironment:
         self._emit(subpartition, event)
 
     def broadcast(self, event: PartitionEvent) -> None:
-        """Append ``event`` to every subpartition of the output partition."""
+        """Append ``event`` to every subpartition of the output partition (a watermark is
+        kept as the task's ``currentOutputWatermark``)."""
+        if isinstance(event, Watermark):
+            self.io_metrics.current_output_watermark_ms = event.timestamp_ms
         self._emit(None, event)
 
     def report_metrics(self) -> None:
