@@ -20,7 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from millrace import (
     Configuration,
-    DirectorySource,
     KafkaSource,
     ParquetSink,
     StreamExecutionEnvironment,
@@ -28,9 +27,10 @@ from millrace import (
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles
 from millrace.runtime.metrics.flink_collectors import OPERATOR_LABELS, TASK_LABELS
 from tests.grafana_dashboard import dashboard_metrics
+from tests.integration.directory_job import directory_job
 from tests.integration.kafka_flights import create_topic, produce
 from tests.integration.standalone_cluster import StandaloneCluster
-from tests.integration.streams import arrive, delays_per_day
+from tests.integration.streams import arrive
 from tests.waiting import wait_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -52,32 +52,12 @@ def running(spark, flights_dir, kafka_broker, tmp_path_factory) -> Iterator[Runn
     """A JobManager and two TaskManagers running an unbounded job over a directory (two
     subtasks of two vertices) and one over a Kafka topic (one subtask of one vertex)."""
     work = tmp_path_factory.mktemp("prometheus-metrics")
-    inbox = work / "inbox"
-    inbox.mkdir()
-    cluster = StandaloneCluster(
-        work,
-        {"execution.checkpointing.interval": "300 ms", "source.discovery-interval": "200 ms"},
-    )
-    try:
-        cluster.start_jobmanager()
-        for _ in range(2):
-            cluster.start_taskmanager(slots=2)
-        cluster.wait_for_taskmanagers(2)
-        conf = Configuration({**cluster.settings, "parallelism.default": 2})
-        env = StreamExecutionEnvironment(conf, spark)
-        flights = env.from_source(
-            DirectorySource.parquet(str(inbox)), event_time="time_hour", max_out_of_orderness="1 h"
-        )
-        delays_per_day(flights).sink_to(ParquetSink(str(work / "out")))
-        graph = env.get_job_graph(JOB_NAME)
+    settings = {"execution.checkpointing.interval": "300 ms", "source.discovery-interval": "200 ms"}
+    with directory_job(spark, flights_dir, work, JOB_NAME, settings) as (cluster, job_id):
         kafka_graph = kafka_job(cluster, spark, kafka_broker.bootstrap_servers, work)
         with cluster.remote() as client:
-            client.job_client.submit_job_detached(graph).result(60)
             client.job_client.submit_job_detached(kafka_graph).result(60)
-        arrive(flights_dir, inbox, 1)
-        yield Running(cluster, graph.job_id, kafka_graph.job_id)
-    finally:
-        cluster.close()
+        yield Running(cluster, job_id, kafka_graph.job_id)
 
 
 def kafka_job(cluster: StandaloneCluster, spark: Any, bootstrap: str, work: Any) -> Any:
