@@ -122,11 +122,19 @@ def test_records_posted_while_task_managers_crash_arrive_exactly_once(spark, tmp
             poster.wait_ready()
             assert httpx.post(url, content=_batch(10**6)).status_code == 401  # no token
             assert poster.post(_batch(10**6, 5) + BAD_LINE + b"\n", range(10**6, 10**6 + 5)) == 202
-            for _crash in range(2):
+            client = cluster.job_client
+            for crash in range(1, 3):
+                seen = len(_committed(out))
                 for _ in range(10):
                     assert poster.post_batch() == 202
-                wait_until(lambda: len(_committed(out)) > 0, what="output committed")
+                wait_until(lambda s=seen: len(_committed(out)) > s, what=f"output before {crash}")
                 crash_task_executor(busy_task_executor(cluster))
+                wait_until(
+                    lambda c=crash: (
+                        client.request_job_details(graph.job_id).result(30).restarts >= c
+                    ),
+                    what=f"restart {crash}",
+                )
             for _ in range(10):
                 assert poster.post_batch() == 202
             wait_until(
