@@ -50,3 +50,16 @@ def test_refusals(server, tmp_path) -> None:
     missing = httpx.post(f"{server.url}/sources/other/records", content=b"{}", headers=AUTH)
     assert missing.status_code == 404
     assert list_segments(str(tmp_path / "log")) == []  # nothing refused was stored
+
+
+def test_sources_on_one_port_share_its_token(tmp_path) -> None:
+    from millrace.connectors.http_source_server import ensure_server, stop_servers
+    from millrace.errors import PipelineError
+
+    try:
+        first = ensure_server("127.0.0.1", 0, TOKEN, 1024)
+        assert ensure_server("127.0.0.1", first.port, TOKEN, 1024) is first
+        with pytest.raises(PipelineError, match="another token"):
+            ensure_server("127.0.0.1", first.port, "a-different-token-here", 1024)
+    finally:
+        stop_servers()

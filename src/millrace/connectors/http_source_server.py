@@ -25,6 +25,7 @@ Threading:
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import threading
 from typing import Any
@@ -33,6 +34,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
 from millrace.connectors.http_source_log import IngestLog
+from millrace.errors import PipelineError
 from millrace.runtime.dispatcher.rest_guard import RestGuard
 
 __all__ = ["HttpIngestServer", "ensure_server", "stop_servers"]
@@ -77,6 +79,7 @@ class HttpIngestServer:
         app = self._app()
         app.add_middleware(_IngestGuard, token=token, max_body_bytes=max_body_bytes)
         self._endpoint = DispatcherRestEndpoint(app, host, port).start()
+        self.token = token
         self.port = self._endpoint.port
         self.url = self._endpoint.url
         logger.info("http source records at %s/sources/{name}/records", self.url)
@@ -86,6 +89,8 @@ class HttpIngestServer:
         the same directory, else a new one continuing the directory (blocking I/O)."""
         log = self.logs.get(name)
         if log is None or log.url != url.rstrip("/"):
+            if log is not None:  # a source of another job (or path) took the name over
+                logger.warning("http source %s: now writing %s instead of %s", name, url, log.url)
             log = IngestLog(url)
             self.logs[name] = log
         return log
@@ -140,9 +145,16 @@ def ensure_server(host: str, port: int, token: str, max_body_bytes: int) -> Http
 
     Raises:
         OSError: If it cannot listen.
+        PipelineError: If the server on ``port`` checks another token (HttpSources with
+            different tokens need different ``http-source.port``s).
     """
     with _lock:
         server = _servers.get(port)
+        if server is not None and not hmac.compare_digest(server.token, token):
+            raise PipelineError(
+                f"the HttpSource endpoint on port {port} checks another token; give this "
+                "source another http-source.port, or the same token"
+            )
         if server is None:
             server = HttpIngestServer(host, port, token, max_body_bytes)
             _servers[port] = server
