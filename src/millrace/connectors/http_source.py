@@ -171,6 +171,11 @@ class HttpSplitEnumerator:
         self._log.submit_truncate(position).add_done_callback(truncated)
 
     @property
+    def log(self) -> Any:
+        """The source's log writer (``IngestLog``), once ``open`` ran; else None."""
+        return self._log
+
+    @property
     def splits_total(self) -> int:
         return self._total
 
