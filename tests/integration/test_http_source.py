@@ -226,3 +226,62 @@ def test_sigkill_of_task_managers_while_clients_post(spark, tmp_path) -> None:
         cluster.close()
     assert poster.answers.get(202, 0) > 20, poster.answers
     _assert_exactly_once(out, accepted)
+
+
+def test_the_http_ingest_example_counts_posted_orders_per_minute(spark, tmp_path) -> None:
+    from millrace.rpc.tcp.transport_security import TransportSecurity
+    from millrace.runtime.dispatcher.rest_endpoint import rest_token
+    from tests.integration.helpers import load_example
+
+    out, port = tmp_path / "out", free_port()
+    conf = Configuration(
+        {
+            "parallelism.default": 1,
+            "minicluster.number-of-taskmanagers": 1,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "execution.checkpointing.interval": "300 ms",
+            "security.cluster-secret": "a-secret-of-the-example-test-0123456789",
+            "http-source.port": port,
+        }
+    )
+    env = StreamExecutionEnvironment(conf, spark)
+    load_example("http_ingest").build(env, str(out))
+    graph = env.get_job_graph("http-ingest-example")
+    token = rest_token(TransportSecurity.from_configuration(conf).secret)
+    url = f"http://127.0.0.1:{port}/sources/orders/records"
+    orders = [
+        ("tea", 2, "10:00:05"),
+        ("coffee", 1, "10:00:30"),
+        ("tea", 3, "10:00:59"),
+        ("tea", 1, "10:01:10"),
+        ("cake", 4, "10:01:20"),
+        ("tea", 1, "10:05:00"),  # moves event time past 10:02: the first two minutes fire
+    ]
+    body = "".join(
+        f'{{"product": "{p}", "quantity": {q}, "ordered_at": "2026-11-20T{t}Z"}}\n'
+        for p, q, t in orders
+    ).encode()
+    poster = Poster(url, {"Authorization": f"Bearer {token}"})
+    try:
+        with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
+            cluster.job_client.submit_job_detached(graph).result(60)
+            wait_until(
+                lambda: poster.post(body, range(0)) == 202,
+                what="the example's HttpSource to accept",
+                seen=lambda: f"answers {poster.answers}",
+            )
+            wait_until(lambda: len(_committed(out)) >= 4, what="4 windows committed")
+            cluster.job_client.cancel_job(graph.job_id).result(30)
+    finally:
+        stop_servers()
+    frame = _committed(out).sort_values(["window_start", "product"], ignore_index=True)
+    got = [
+        (r.window_start.strftime("%H:%M"), r.product, r.orders, r.quantity)
+        for r in frame.itertuples()
+    ]
+    assert got == [
+        ("10:00", "coffee", 1, 1),
+        ("10:00", "tea", 2, 5),
+        ("10:01", "cake", 1, 4),
+        ("10:01", "tea", 1, 1),
+    ]
