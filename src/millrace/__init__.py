@@ -21,6 +21,7 @@ from millrace.config import Configuration, RuntimeExecutionMode
 from millrace.connectors import (
     DirectorySource,
     FileSource,
+    HttpSource,
     KafkaSource,
     ParquetSink,
     PostgresSink,
@@ -33,6 +34,7 @@ __all__ = [
     "DirectorySource",
     "EventTimeSessionWindows",
     "FileSource",
+    "HttpSource",
     "JobExecutionResult",
     "KafkaSource",
     "KeyedStream",

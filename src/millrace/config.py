@@ -30,6 +30,7 @@ __all__ = [
     "HeartbeatOptions",
     "HighAvailabilityMode",
     "HighAvailabilityOptions",
+    "HttpSourceOptions",
     "JobManagerOptions",
     "MetricOptions",
     "PipelineOptions",
@@ -696,6 +697,30 @@ class RestOptions:
     )
 
 
+class HttpSourceOptions:
+    """The HttpSource's ingest endpoint in the JobManager process (issue 13)."""
+
+    BIND_ADDRESS = _str(
+        "http-source.bind-address",
+        "127.0.0.1",
+        "Interface the HttpSource's records endpoint listens on (loopback by default).",
+    )
+    PORT = _int(
+        "http-source.port",
+        8089,
+        "Port of the HttpSource's records endpoint, POST /sources/{name}/records (0: any "
+        "free port).",
+        minimum=0,
+        maximum=65535,
+    )
+    MAX_BODY_BYTES = _int(
+        "http-source.max-body-bytes",
+        4 * 1024 * 1024,
+        "Largest request body the HttpSource accepts (bytes; larger ones get 413).",
+        minimum=1,
+    )
+
+
 class MetricOptions:
     """The metric reporters of every cluster process (Flink's ``metrics.*`` keys)."""
 
@@ -940,6 +965,7 @@ def all_options() -> list[ConfigOption[Any]]:
         JobManagerOptions,
         TaskManagerOptions,
         RestOptions,
+        HttpSourceOptions,
         MetricOptions,
         SecurityOptions,
         HeartbeatOptions,

@@ -84,6 +84,8 @@ def prepare_job(
                 source_op = op.deserialize()
                 source = source_op.source
                 enumerator = source.create_enumerator(source_op.event_time)
+                if opening := getattr(enumerator, "open", None):  # a JobManager side: HttpSource
+                    opening(configuration, job_graph.job_id, op.name)
                 state = (
                     assignment.sources.get(vertex.vertex_id) if assignment else None
                 ) or RestoredSourceState()

@@ -42,7 +42,7 @@ from millrace.runtime.scheduler.execution_deployer import ExecutionDeployer
 from millrace.runtime.scheduler.final_commit import FinalCommit
 from millrace.runtime.scheduler.job_views import checkpoint_targets, job_details, job_result
 from millrace.runtime.scheduler.scheduler_context import SchedulerContext
-from millrace.runtime.source.source_coordinator import SourceCoordinator
+from millrace.runtime.source.source_coordinator import SourceCoordinator, notify_committed
 from millrace.runtime.source.split_discovery import SplitDiscovery
 from millrace.types import (
     AllocationId,
@@ -334,6 +334,7 @@ class Scheduler:
         def committed(f: Future[None]) -> None:
             if f.exception() is None:
                 self.checkpoints.commit_confirmed(metadata)
+                notify_committed(self._sources, metadata)
             else:
                 self._handle_failure(
                     f"committing checkpoint {metadata.checkpoint_id} failed: "

@@ -13,18 +13,20 @@ alone runs again (BATCH region failover, ``runtime/failover/region_failover.py``
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from millrace.errors import MillraceError, PipelineError, describe
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.source.split_enumerator import (
     Boundedness,
     SplitEnumerator,
     SupportsSplitsBack,
 )
+from millrace.types import JobVertexId
 
-__all__ = ["SourceCoordinator"]
+__all__ = ["SourceCoordinator", "notify_committed"]
 
 logger = logging.getLogger(__name__)
 
@@ -147,3 +149,27 @@ class SourceCoordinator:
     @property
     def splits_assigned(self) -> int:
         return self.enumerator.splits_assigned + len(self._finished)
+
+
+def notify_committed(
+    sources: Mapping[JobVertexId, SourceCoordinator], metadata: CheckpointMetadata
+) -> None:
+    """Tell every enumerator that has ``notify_checkpoint_complete(checkpoint_id, positions)``
+    (Flink's ``SplitEnumerator.notifyCheckpointComplete``) that ``metadata`` is committed, with
+    its source's split positions (split id -> position) in it: an HttpSource then truncates its
+    log below them. A failing enumerator is logged, never fails the job.
+
+    Threading:
+        The JobMaster's main thread (must not block: enumerators hand I/O to their threads).
+    """
+    for vertex_id, coordinator in sources.items():
+        notify = getattr(coordinator.enumerator, "notify_checkpoint_complete", None)
+        vertex = metadata.vertex(vertex_id)
+        if notify is None or vertex is None:
+            continue
+        states = [*vertex.unassigned_splits]
+        states += [x for s in vertex.subtasks.values() for x in s.split_states]
+        try:
+            notify(metadata.checkpoint_id, {x.split.split_id: x.position for x in states})
+        except Exception:
+            logger.exception("source %s: notify_checkpoint_complete failed", coordinator.name)

@@ -1,0 +1,65 @@
+"""The HttpSource's endpoint on a real uvicorn server: 202 only with the records in the log, the
+token checked, bodies capped, and the answers for a body without records or an unknown source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from millrace.connectors.http_source_log import list_segments
+from millrace.connectors.http_source_server import HttpIngestServer
+
+TOKEN = "a-token-of-the-http-source-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[HttpIngestServer]:
+    started = HttpIngestServer("127.0.0.1", 0, TOKEN, max_body_bytes=1024)
+    started.log_for("orders", str(tmp_path / "log"))
+    yield started
+    started.close()
+
+
+def _post(server: HttpIngestServer, body: bytes, headers: dict[str, str] = AUTH) -> httpx.Response:
+    url = f"{server.url}/sources/orders/records"
+    return httpx.post(url, content=body, headers=headers, timeout=10)
+
+
+def test_accepted_records_are_in_the_log_when_answered(server, tmp_path) -> None:
+    answer = _post(server, b'{"id": 1}\n\n{"id": 2}\nnot json\n')
+    assert answer.status_code == 202
+    assert answer.json() == {"first_offset": 0, "next_offset": 3, "records": 3}
+    (segment,) = list_segments(str(tmp_path / "log"))
+    assert Path(segment.url).read_bytes() == b'{"id": 1}\n{"id": 2}\nnot json\n'
+    assert _post(server, b'{"id": 3}').json()["first_offset"] == 3
+
+
+def test_refusals(server, tmp_path) -> None:
+    assert _post(server, b'{"id": 1}\n', headers={}).status_code == 401
+    assert (
+        _post(server, b'{"id": 1}\n', headers={"Authorization": "Bearer nope"}).status_code == 401
+    )
+    assert _post(server, b"x" * 1025).status_code == 413
+    assert _post(server, b"\n  \n").status_code == 400
+    assert _post(server, b"\xff\xfe\n").status_code == 400
+    missing = httpx.post(f"{server.url}/sources/other/records", content=b"{}", headers=AUTH)
+    assert missing.status_code == 404
+    assert list_segments(str(tmp_path / "log")) == []  # nothing refused was stored
+
+
+def test_sources_on_one_port_share_its_token(tmp_path) -> None:
+    from millrace.connectors.http_source_server import ensure_server, stop_servers
+    from millrace.errors import PipelineError
+
+    try:
+        first = ensure_server("127.0.0.1", 0, TOKEN, 1024)
+        assert ensure_server("127.0.0.1", first.port, TOKEN, 1024) is first
+        with pytest.raises(PipelineError, match="another token"):
+            ensure_server("127.0.0.1", first.port, "a-different-token-here", 1024)
+    finally:
+        stop_servers()
