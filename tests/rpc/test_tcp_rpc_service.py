@@ -243,14 +243,15 @@ def test_a_short_idle_timeout_on_one_side_keeps_an_idle_connection_alive() -> No
         "eager-client",
         security=TransportSecurity(SECRET),
         codec=control_message_codec(),
-        configuration=Configuration({"rpc.lookup-timeout": "500 ms", "rpc.idle-timeout": "300 ms"}),
+        # 2 s: a ping (after 0.67 s of silence) has 1.3 s for its answer, room for a busy machine
+        configuration=Configuration({"rpc.lookup-timeout": "500 ms", "rpc.idle-timeout": "2 s"}),
     )
     try:
         endpoint = StoreEndpoint(quiet_server)
         endpoint.start()
         gateway = eager_client.connect(endpoint.address, StoreGateway).result(WAIT)
         assert gateway.size().result(WAIT) == 0
-        time.sleep(1.5)  # 5 idle timeouts of the client without a call: its pings are answered
+        time.sleep(5.0)  # 2.5 idle timeouts of the client without a call: its pings are answered
         assert gateway.size().result(WAIT) == 0  # the same connection
     finally:
         for s in (eager_client, quiet_server):
