@@ -5,6 +5,7 @@ carries over the switch. The downtime of each change is printed (``-s`` shows it
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.integration.kafka_flights import (
     produce_range,
 )
 from tests.integration.streams import assert_exactly, committed, wait_for_rows
+from tests.waiting import result_within
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -121,11 +123,7 @@ def change(
     result: JobChangeResult = dispatcher.change_job(job_id, request, timeout=CHANGE_WAIT).result(
         CHANGE_WAIT
     )
-    print(
-        f"\n{result.change}: downtime {result.downtime_ms} ms (savepoint "
-        f"{result.stopped_ms - result.barrier_ms} ms, stop to every task RUNNING "
-        f"{result.running_ms - result.stopped_ms if result.running_ms >= 0 else '?'} ms)"
-    )
+    print(f"\n{result.change}: {result.downtime()}")
     details = dispatcher.request_job_details(job_id).result(30)
     assert details.status is JobStatus.RUNNING
     return result
@@ -172,12 +170,15 @@ def test_rescale_two_one_three_keeps_the_output_exact(
         cluster.job_client.submit_job_detached(graph).result(60)
         topic.arrive_until(2)
         wait_for_rows(out, len(topic.fired_before(2)))
-        change(dispatcher, graph.job_id, JobChangeRequest(parallelism=1))
-        topic.arrive_until(3)
-        wait_for_rows(out, len(topic.fired_before(3)))
-        change(dispatcher, graph.job_id, JobChangeRequest(parallelism=3))
-        topic.arrive_until(4)
-        wait_for_rows(out, len(topic.fired_before(4)))
+        with ThreadPoolExecutor(1) as producer:  # the next month arrives during each change
+            producing = producer.submit(topic.arrive_until, 3)
+            change(dispatcher, graph.job_id, JobChangeRequest(parallelism=1))
+            result_within(producing, CHANGE_WAIT, what="February produced")
+            wait_for_rows(out, len(topic.fired_before(3)))
+            producing = producer.submit(topic.arrive_until, 4)
+            change(dispatcher, graph.job_id, JobChangeRequest(parallelism=3))
+            result_within(producing, CHANGE_WAIT, what="March produced")
+            wait_for_rows(out, len(topic.fired_before(4)))
         info = dispatcher.request_execution_graph_info(graph.job_id).result(30)
         dispatcher.cancel_job(graph.job_id).result(30)
 

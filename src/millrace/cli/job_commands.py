@@ -176,15 +176,7 @@ def _change(
     )
     console.print(f"job {job.job_id} ({job.name}): {result.change}")
     console.print(f"  from savepoint {result.checkpoint_id} at {result.savepoint}")
-    running = (
-        f"{result.running_ms - result.stopped_ms} ms"
-        if result.running_ms >= 0
-        else "not yet (no input since?)"
-    )
-    console.print(
-        f"  downtime {result.downtime_ms} ms (barrier to every task RUNNING): savepoint "
-        f"{result.stopped_ms - result.barrier_ms} ms, stop to every task RUNNING {running}"
-    )
+    console.print(f"  {result.downtime()}")
 
 
 def _resolve_job(

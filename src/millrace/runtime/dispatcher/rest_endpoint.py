@@ -65,6 +65,7 @@ from millrace.runtime.dispatcher.rest_models import (
     TriggerResponse,
 )
 from millrace.runtime.dispatcher.rest_openapi import document_errors
+from millrace.runtime.dispatcher.rest_rescaling_routes import rescaling_routes
 from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
 from millrace.runtime.dispatcher.web_dashboard import dashboard_router
 from millrace.runtime.executiongraph import JobStatus
@@ -233,6 +234,11 @@ def create_rest_app(
     savepoints = SavepointRequests(clock or SystemClock(), store_duration)
     app.include_router(job_routes(dispatcher, savepoints, savepoint_targets, timeout))
     app.include_router(cluster_routes(dispatcher, resource_manager, timeout))
+    app.include_router(
+        rescaling_routes(
+            dispatcher, SavepointRequests(clock or SystemClock(), store_duration), timeout
+        )
+    )
 
     @app.post(
         "/jobs/{jobid}/savepoints",

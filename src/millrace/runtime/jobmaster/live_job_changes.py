@@ -17,8 +17,10 @@ all on the JobMaster's main thread:
    reassigned as for any restore (``assign_state``).
 
 This is Flink's stop-with-savepoint-and-resume done inside one JobMaster (Flink's
-AdaptiveScheduler restarts the same way to rescale). The reply gives the switch's timestamps;
-the downtime is from the barrier to every new task RUNNING (``JobChangeResult``).
+AdaptiveScheduler restarts the same way to rescale). The reply gives the switch's timestamps
+once every new source subtask runs and, within CONSUMER_WAIT more seconds, every other one
+(consumers deploy on their first input); the downtime is from the barrier to every new task
+RUNNING, or to every source RUNNING if the others did not run yet (``JobChangeResult``).
 
 Threading:
     Main thread of the JobMaster only.
@@ -35,7 +37,7 @@ from millrace.config import RuntimeExecutionMode as Mode
 from millrace.errors import CheckpointError, JobChangeError, describe
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
-from millrace.runtime.executiongraph import ExecutionState, JobStatus
+from millrace.runtime.executiongraph import Execution, ExecutionState, JobStatus
 from millrace.runtime.job_result import JobResult
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.jobmaster.job_change import (
@@ -51,7 +53,8 @@ __all__ = ["ChangeableJob", "LiveJobChanges"]
 
 logger = logging.getLogger(__name__)
 
-RUNNING_WAIT = 60.0  # seconds the reply waits for every new task to run
+RUNNING_WAIT = 60.0  # seconds the reply waits for the new source tasks to run
+CONSUMER_WAIT = 5.0  # seconds it waits more for the others (deployed on their first input)
 _POLL = 0.05  # seconds between looks at the new tasks
 
 
@@ -182,7 +185,11 @@ class LiveJobChanges:
         deadline = self._main_thread.clock.monotonic() + RUNNING_WAIT
         self._main_thread.schedule(lambda: self._await_running(new, deadline), _POLL)
 
-    def _await_running(self, scheduler: Scheduler, deadline: float) -> None:
+    def _await_running(
+        self, scheduler: Scheduler, deadline: float, consumers_by: float | None = None
+    ) -> None:
+        """Poll until every source subtask RUNS (by ``deadline``), then up to CONSUMER_WAIT s
+        more for every other subtask (consumers deploy on their first input)."""
         if self._job.scheduler is not scheduler or scheduler.status is not JobStatus.RUNNING:
             self._fail(
                 JobChangeError(
@@ -191,15 +198,32 @@ class LiveJobChanges:
                 )
             )
             return
-        executions = scheduler.graph.executions()
-        running = [e.timestamps.get(ExecutionState.RUNNING) for e in executions]
-        everyone = all(e.state is ExecutionState.RUNNING for e in executions)
-        if not everyone and self._main_thread.clock.monotonic() < deadline:
-            self._main_thread.schedule(lambda: self._await_running(scheduler, deadline), _POLL)
+        now, executions = self._main_thread.clock.monotonic(), scheduler.graph.executions()
+        sources = [e for e in executions if e.vertex.job_vertex.job_vertex.is_source]
+        if not all(e.state is ExecutionState.RUNNING for e in sources):
+            if now >= deadline:
+                self._fail(
+                    JobChangeError(f"the changed job's sources did not run in {RUNNING_WAIT:g} s")
+                )
+            else:
+                self._main_thread.schedule(lambda: self._await_running(scheduler, deadline), _POLL)
             return
+        consumers_by = now + CONSUMER_WAIT if consumers_by is None else consumers_by
+        everyone = all(e.state is ExecutionState.RUNNING for e in executions)
+        if not everyone and now < consumers_by:
+            self._main_thread.schedule(
+                lambda: self._await_running(scheduler, deadline, consumers_by), _POLL
+            )
+            return
+        self._complete(scheduler, sources, everyone)
+
+    def _complete(self, scheduler: Scheduler, sources: list[Execution], everyone: bool) -> None:
         savepoint = self._savepoint
         assert savepoint is not None
-        history = scheduler.graph.history
+
+        def running_ms(executions: list[Execution]) -> int:
+            return max(e.timestamps.get(ExecutionState.RUNNING, 0) for e in executions)
+
         result = JobChangeResult(
             job_id=self._job.job_graph.job_id,
             change=self._request.describe(),
@@ -207,16 +231,18 @@ class LiveJobChanges:
             checkpoint_id=savepoint.checkpoint_id,
             barrier_ms=savepoint.timestamp_ms,
             stopped_ms=self._stopped_ms,
-            restored_ms=history.job_timestamps.get(JobStatus.RUNNING, self._stopped_ms),
-            running_ms=max(t or 0 for t in running) if everyone else -1,
+            sources_ms=running_ms(sources),
+            running_ms=running_ms(scheduler.graph.executions()) if everyone else -1,
         )
         logger.info(
-            "job %s: %s done; downtime %d ms (savepoint %d ms, stop to running %s ms)",
+            "job %s: %s done; downtime %d ms (savepoint %d ms, stop to sources running %d ms, "
+            "to every task running %s)",
             self._job.job_graph.name,
             result.change,
             result.downtime_ms,
             result.stopped_ms - result.barrier_ms,
-            result.running_ms - result.stopped_ms if everyone else "?",
+            result.sources_ms - result.stopped_ms,
+            f"{result.running_ms - result.stopped_ms} ms" if everyone else "not yet",
         )
         self._busy = False
         self._reply.set_result(result)
