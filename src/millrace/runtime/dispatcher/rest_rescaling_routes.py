@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from millrace.errors import JobSubmissionError
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
+from millrace.runtime.dispatcher.rest_job_models import ErrorResponse
 from millrace.runtime.dispatcher.rest_models import TriggerResponse
 from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
 from millrace.runtime.jobmaster.job_change import JobChangeRequest, JobChangeResult
@@ -67,7 +68,7 @@ def rescaling_routes(
         response_model=TriggerResponse,
         response_model_by_alias=True,
         openapi_extra={"security": _BEARER},
-        responses={404: {"description": "unknown job"}},
+        responses={429: {"model": ErrorResponse, "description": "too many rescalings pending"}},
     )
     async def rescale(
         jobid: str,
@@ -93,7 +94,6 @@ def rescaling_routes(
         response_model=RescalingStatus,
         response_model_by_alias=True,
         openapi_extra={"security": _BEARER},
-        responses={404: {"description": "unknown job or trigger id"}},
     )
     async def rescaling_status(jobid: str, triggerid: str) -> RescalingStatus:
         changing: Any = requests.get(JobId(jobid), triggerid)
