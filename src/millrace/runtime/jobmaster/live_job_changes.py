@@ -54,7 +54,7 @@ __all__ = ["ChangeableJob", "LiveJobChanges"]
 logger = logging.getLogger(__name__)
 
 RUNNING_WAIT = 60.0  # seconds the reply waits for the new source tasks to run
-CONSUMER_WAIT = 5.0  # seconds it waits more for the others (deployed on their first input)
+CONSUMER_WAIT = 30.0  # seconds it waits more for the others (deployed on their first input)
 _POLL = 0.05  # seconds between looks at the new tasks
 
 
