@@ -99,9 +99,9 @@ def test_a_forward_edge_keeps_equal_parallelism() -> None:
     assert len(plan_change(job, JobChangeRequest(parallelism=1))) == 2
 
 
-def test_downtime_runs_from_the_barrier_to_every_task_running() -> None:
+def test_downtime_runs_from_the_stop_to_every_task_running() -> None:
     result = JobChangeResult("j", "c", "/sp", 7, 1_000, 1_300, 1_500, 1_900)
-    assert result.downtime_ms == 900
+    assert result.downtime_ms == 600
     assert "to every task RUNNING 600 ms" in result.downtime()
     sources_only = JobChangeResult("j", "c", "/sp", 7, 1_000, 1_300, 1_500, -1)
-    assert sources_only.downtime_ms == 500 and "not yet" in sources_only.downtime()
+    assert sources_only.downtime_ms == 200 and "not yet" in sources_only.downtime()

@@ -61,7 +61,7 @@ def test_a_rescale_restarts_the_tasks_from_a_savepoint_under_the_same_job_id(clu
     result = changing.result(WAIT)
     assert result.job_id == new.job_id and result.checkpoint_id == savepoint_id
     assert result.barrier_ms <= result.stopped_ms <= result.sources_ms <= result.running_ms
-    assert result.downtime_ms == result.running_ms - result.barrier_ms
+    assert result.downtime_ms == result.running_ms - result.stopped_ms
     details = cluster.gateway.request_job_details().result(WAIT)
     assert details.status is JobStatus.RUNNING and details.vertices[0].parallelism == 1
     assert not cluster.job_master.result_future.done()  # the job did not end

@@ -54,11 +54,13 @@ class JobChangeRequest:
 class JobChangeResult:
     """A change applied, with the JobMaster's timestamps of the switch (epoch ms).
 
-    The downtime is from the savepoint's barrier to every task of the changed job RUNNING
-    (``running_ms``), or to every source task RUNNING (``sources_ms``) when the others had not
-    run yet: every record after the barrier is processed (again) by the changed job, so from
-    the barrier on the job's output waits for the new tasks. Consumers deploy on their first
-    input (Flink's lazy-from-sources), so with no input after the switch only the sources run.
+    The downtime is from the stop (the savepoint complete, the old tasks cancelled) to every
+    task of the changed job RUNNING (``running_ms``), or to every source task RUNNING
+    (``sources_ms``) when the others had not run yet. Until the savepoint completes the old
+    tasks go on processing the records before its barrier, so the savepoint's duration is not
+    downtime; the first bundle of each new task (a Spark job) follows the downtime. Consumers
+    deploy on their first input (Flink's lazy-from-sources), so with no input after the switch
+    only the sources run.
 
     Attributes:
         job_id: The job (the same id before and after).
@@ -82,22 +84,21 @@ class JobChangeResult:
 
     @property
     def downtime_ms(self) -> int:
-        """Barrier to every task RUNNING (ms); to every source RUNNING if ``running_ms`` is
-        -1."""
-        return (self.running_ms if self.running_ms >= 0 else self.sources_ms) - self.barrier_ms
+        """Stop to every task RUNNING (ms); to every source RUNNING if ``running_ms`` is -1."""
+        return (self.running_ms if self.running_ms >= 0 else self.sources_ms) - self.stopped_ms
 
     def downtime(self) -> str:
-        """The downtime and its parts, for people, e.g. ``downtime 1350 ms (savepoint 90 ms,
-        stop to sources RUNNING 960 ms, to every task RUNNING 1260 ms)``."""
+        """The downtime and its parts, for people, e.g. ``downtime 1260 ms (stop to sources
+        RUNNING 960 ms, to every task RUNNING 1260 ms; the savepoint before it 90 ms)``."""
         every = (
             f"{self.running_ms - self.stopped_ms} ms"
             if self.running_ms >= 0
             else "not yet: no input since, the downtime counts to the sources"
         )
         return (
-            f"downtime {self.downtime_ms} ms (savepoint {self.stopped_ms - self.barrier_ms} ms, "
-            f"stop to sources RUNNING {self.sources_ms - self.stopped_ms} ms, "
-            f"to every task RUNNING {every})"
+            f"downtime {self.downtime_ms} ms (stop to sources RUNNING "
+            f"{self.sources_ms - self.stopped_ms} ms, to every task RUNNING {every}; the savepoint "
+            f"before it, records still processed, {self.stopped_ms - self.barrier_ms} ms)"
         )
 
 

@@ -19,8 +19,8 @@ all on the JobMaster's main thread:
 This is Flink's stop-with-savepoint-and-resume done inside one JobMaster (Flink's
 AdaptiveScheduler restarts the same way to rescale). The reply gives the switch's timestamps
 once every new source subtask runs and, within CONSUMER_WAIT more seconds, every other one
-(consumers deploy on their first input); the downtime is from the barrier to every new task
-RUNNING, or to every source RUNNING if the others did not run yet (``JobChangeResult``).
+(consumers deploy on their first input); the downtime is from the stop (step 2) to every new
+task RUNNING, or to every source RUNNING if the others did not run yet (``JobChangeResult``).
 
 Threading:
     Main thread of the JobMaster only.
@@ -235,14 +235,7 @@ class LiveJobChanges:
             running_ms=running_ms(scheduler.graph.executions()) if everyone else -1,
         )
         logger.info(
-            "job %s: %s done; downtime %d ms (savepoint %d ms, stop to sources running %d ms, "
-            "to every task running %s)",
-            self._job.job_graph.name,
-            result.change,
-            result.downtime_ms,
-            result.stopped_ms - result.barrier_ms,
-            result.sources_ms - result.stopped_ms,
-            f"{result.running_ms - result.stopped_ms} ms" if everyone else "not yet",
+            "job %s: %s done; %s", self._job.job_graph.name, result.change, result.downtime()
         )
         self._busy = False
         self._reply.set_result(result)
