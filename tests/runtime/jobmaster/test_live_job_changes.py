@@ -45,7 +45,7 @@ def test_a_rescale_restarts_the_tasks_from_a_savepoint_under_the_same_job_id(clu
         report(cluster, tdd, ExecutionState.RUNNING)
     changing = cluster.gateway.change_job(JobChangeRequest(parallelism=1), timeout=WAIT)
     wait_until(lambda: len(cluster.te.called("trigger_checkpoint")) == 2, what="2 barriers")
-    [(_, savepoint_id, _)] = {call for call in cluster.te.called("trigger_checkpoint")[:1]}
+    savepoint_id = cluster.te.called("trigger_checkpoint")[0][1]
     for tdd in tdds:
         cluster.gateway.acknowledge_checkpoint(tdd.attempt_id, savepoint_id, TaskStateSnapshot())
     wait_until(lambda: len(cluster.te.called("cancel_task")) == 2, what="the old tasks cancelled")
@@ -66,6 +66,26 @@ def test_a_rescale_restarts_the_tasks_from_a_savepoint_under_the_same_job_id(clu
     assert details.status is JobStatus.RUNNING and details.vertices[0].parallelism == 1
     assert not cluster.job_master.result_future.done()  # the job did not end
     assert cluster.te.called("free_slot") == []  # and kept its slots
+
+
+def test_a_cancel_between_the_stop_and_the_restart_ends_the_job(cluster) -> None:
+    tdds = cluster.offer_both_slots()
+    for tdd in tdds:
+        report(cluster, tdd, ExecutionState.RUNNING)
+    changing = cluster.gateway.change_job(JobChangeRequest(parallelism=1), timeout=WAIT)
+    wait_until(lambda: len(cluster.te.called("trigger_checkpoint")) == 2, what="2 barriers")
+    savepoint_id = cluster.te.called("trigger_checkpoint")[0][1]
+    for tdd in tdds:
+        cluster.gateway.acknowledge_checkpoint(tdd.attempt_id, savepoint_id, TaskStateSnapshot())
+    wait_until(lambda: len(cluster.te.called("cancel_task")) == 2, what="the old tasks cancelled")
+    cluster.gateway.cancel().result(WAIT)  # the user cancels while the change stops the job
+    for tdd in tdds:
+        report(cluster, tdd, ExecutionState.CANCELED)
+    error = changing.exception(WAIT)
+    assert isinstance(error, JobChangeError) and "cancelled during the change" in str(error)
+    result = cluster.job_master.result_future.result(WAIT)
+    assert result.status is JobStatus.CANCELED
+    assert len(cluster.te.called("submit_task")) == 2  # nothing deployed again
 
 
 def test_a_change_is_refused_with_the_reason(cluster) -> None:

@@ -316,5 +316,5 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     def cancel(self, timeout: float | None = None) -> Acknowledge:
         if not self.scheduler.status.is_globally_terminal:
             self._heartbeats.stop()  # a cancelled job's TaskManagers are not watched any more
-            self.scheduler.cancel()
+            self._changes.cancel(self.scheduler)  # a live change stopped meanwhile is dropped
         return Acknowledge()

@@ -68,6 +68,10 @@ class ChangeableJob(Protocol):
         """A new Scheduler of ``job_graph`` (not started), with the job's slots and sinks."""
         ...
 
+    def job_terminated(self, result: JobResult) -> None:
+        """The job ended: free its slots and publish ``result``."""
+        ...
+
 
 class LiveJobChanges:
     """Applies live changes to one job, one at a time.
@@ -95,6 +99,7 @@ class LiveJobChanges:
         self._main_thread = main_thread
         self._batch = configuration.get(ExecutionOptions.RUNTIME_MODE) is Mode.BATCH
         self.retiring = False
+        self._stopping = self._cancelled = False  # between the stop and the restart; cancelled
         self._busy = False
         self._plan: list[VertexChange] = []
         self._request = JobChangeRequest()
@@ -144,7 +149,7 @@ class LiveJobChanges:
             return
         self._savepoint = taking.result()
         self._stopped_ms = scheduler.graph.history.now_ms()
-        self.retiring = True
+        self.retiring = self._stopping = True
         logger.info(
             "job %s: savepoint %d at %s; stopping the old tasks",
             self._job.job_graph.name,
@@ -153,18 +158,36 @@ class LiveJobChanges:
         )
         scheduler.cancel()
 
+    def cancel(self, scheduler: Scheduler) -> None:
+        """The user cancels the job (``JobMaster.cancel``): ``scheduler`` is cancelled, and a
+        change between its stop and its restart is dropped (its reply fails, the job ends
+        CANCELED).
+
+        Threading:
+            Main thread only.
+        """
+        self._main_thread.assert_running_in_main_thread()
+        self._cancelled = self._stopping
+        scheduler.cancel()
+
     def retired(self, result: JobResult) -> None:
-        """The old Scheduler ended (its ``job_terminated``, whose ``result`` is dropped): start
-        the changed job, once the old Scheduler's call has returned.
+        """The old Scheduler ended (its ``job_terminated``, whose ``result`` is dropped unless
+        the user cancelled meanwhile): start the changed job, once the old Scheduler's call has
+        returned.
 
         Threading:
             Main thread only.
         """
         self._main_thread.assert_running_in_main_thread()
         self.retiring = False
-        self._main_thread.execute(self._restart_changed)
+        self._main_thread.execute(lambda: self._restart_changed(result))
 
-    def _restart_changed(self) -> None:
+    def _restart_changed(self, result: JobResult) -> None:
+        self._stopping = False
+        if self._cancelled:
+            self._fail(JobChangeError("the job was cancelled during the change"))
+            self._job.job_terminated(result)
+            return
         old, savepoint = self._job.scheduler, self._savepoint
         assert savepoint is not None
         for slot in self._slots.slots:
@@ -244,8 +267,7 @@ class LiveJobChanges:
         return self._savepoint.location if self._savepoint is not None else "?"
 
     def _fail(self, error: BaseException) -> None:
-        self._busy = False
-        self.retiring = False
+        self._busy = self.retiring = self._stopping = self._cancelled = False
         logger.warning("job %s: change failed: %s", self._job.job_graph.name, describe(error))
         if not self._reply.done():
             self._reply.set_exception(error)
