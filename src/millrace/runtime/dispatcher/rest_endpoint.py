@@ -9,7 +9,9 @@ every task's), ``GET /taskmanagers``, ``POST /jobs`` (a JobGraph), ``PATCH
 (``/jobs/overview``, ``/jobs/{jobid}`` itself, plan, vertices, subtasks, exceptions,
 configuration, checkpoint details, ``POST /jobs/{jobid}/stop``) are the router of
 :mod:`~millrace.runtime.dispatcher.rest_job_routes`; ``/taskmanagers`` and ``/jobmanager/*``
-that of :mod:`~millrace.runtime.dispatcher.rest_cluster_routes` (``docs/rest_api.md``).
+that of :mod:`~millrace.runtime.dispatcher.rest_cluster_routes`; ``PATCH
+/jobs/{jobid}/rescaling`` and its status that of
+:mod:`~millrace.runtime.dispatcher.rest_rescaling_routes` (``docs/rest_api.md``).
 
 Reads are open, like Flink's; writes (submitting user code, cancelling, savepoints) and
 savepoint status reads carry ``Authorization: Bearer <token>``, the token being derived from
