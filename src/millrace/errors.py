@@ -72,6 +72,7 @@ __all__ = [
     "IllegalJobStatusTransitionError",
     "IllegalThreadError",
     "JobCancelledError",
+    "JobChangeError",
     "JobExecutionError",
     "JobSubmissionError",
     "LeadershipLostError",
@@ -263,6 +264,12 @@ class IllegalThreadError(MillraceError, RuntimeError):
 
 class CheckpointError(MillraceError):
     """A checkpoint could not be taken, completed or restored."""
+
+
+class JobChangeError(MillraceError):
+    """A live change of a running job (``millrace modify`` / ``rescale``) was refused or could
+    not be applied: an unknown transform or vertex, a bad parallelism, a job that is not a
+    RUNNING STREAMING job, or a change already in progress."""
 
 
 class CheckpointDeclinedError(CheckpointError):

@@ -57,6 +57,7 @@ from millrace.runtime.jobgraph import (
     SerializedOperator,
 )
 from millrace.runtime.jobmaster.clock_service import TaskClock, WatermarksInfo
+from millrace.runtime.jobmaster.job_change import JobChangeRequest, JobChangeResult
 from millrace.runtime.metrics.metric_query_service import MetricDump
 from millrace.runtime.metrics.task_io_metric_group import TaskMetricsSnapshot
 from millrace.runtime.registration import (
@@ -204,6 +205,9 @@ SAMPLES = [
     ClusterConfigurationInfo(
         (("rest.port", "8081"), ("security.cluster-secret", "******")), "/log"
     ),
+    JobChangeRequest(transform="tag", payload=b"\x80\x05user code"),
+    JobChangeRequest(parallelism=3, vertex="window"),
+    JobChangeResult("job", "rescale every vertex to parallelism 3", "/sp", 7, 1, 2, 3, -1),
 ]
 
 

@@ -151,7 +151,9 @@ _OPEN = {"GET", "HEAD", "OPTIONS"}
 
 
 def _needs_token(method: str, path: str) -> bool:
-    return method.upper() not in _OPEN or path.startswith("/jobs/{jobid}/savepoints/")
+    return method.upper() not in _OPEN or path.startswith(
+        ("/jobs/{jobid}/savepoints/", "/jobs/{jobid}/rescaling/")
+    )
 
 
 def fuzz_operation(operation, headers: dict[str, str], seen: list[str]) -> None:  # type: ignore[no-untyped-def]
@@ -183,7 +185,12 @@ def test_schemathesis_finds_no_server_error_and_no_write_without_token(rest, wit
     for result in schema.get_all_operations():
         fuzz_operation(result.ok(), AUTH if with_token else {}, seen)
     writes = {label for label in seen if label.split()[0] not in _OPEN}
-    assert {"POST /jobs", "PATCH /jobs/{jobid}", "POST /jobs/{jobid}/savepoints"} <= writes
+    assert {
+        "POST /jobs",
+        "PATCH /jobs/{jobid}",
+        "POST /jobs/{jobid}/savepoints",
+        "PATCH /jobs/{jobid}/rescaling",
+    } <= writes
     assert len(seen) > 200, len(seen)
 
 

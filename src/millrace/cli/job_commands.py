@@ -1,4 +1,5 @@
-"""``millrace list``, ``cancel`` and ``savepoint``: jobs of a standalone cluster, over RPC."""
+"""``millrace list``, ``cancel``, ``savepoint``, ``modify`` and ``rescale``: jobs of a standalone
+cluster, over RPC."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from millrace.cli.cli_configuration import (
     load_configuration_or_exit,
 )
 from millrace.cli.remote_cluster import RemoteCluster, resolve_jobmanager
+from millrace.cli.transform_file import load_transform
 from millrace.config import Configuration, RpcOptions
 from millrace.errors import ConfigError, MillraceError
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
 from millrace.runtime.job_result import JobDetails
+from millrace.runtime.jobmaster.job_change import JobChangeRequest, JobChangeResult
 
-__all__ = ["cancel", "list_jobs", "savepoint"]
+__all__ = ["cancel", "list_jobs", "modify", "rescale", "savepoint"]
 
 R = TypeVar("R")
 
@@ -107,6 +110,73 @@ def savepoint(
         _SAVEPOINT_WAIT,
     )
     console.print(f"savepoint of job {job.job_id} ({job.name}) at {location}")
+
+
+def modify(
+    job_id: Annotated[str, typer.Argument(help="Job id, or a unique prefix of it.")],
+    replace: Annotated[
+        str,
+        typer.Option(
+            "--replace",
+            help="NAME=FILE.py:FUNCTION: the chained transform named NAME runs FUNCTION of FILE.",
+        ),
+    ],
+    jobmanager: JobManager = None,
+    dynamic: DynamicProperties = [],  # noqa: B006
+    config_file: ConfigFile = None,
+) -> None:
+    """Replace a transform's function in a running job, at a savepoint: records before its
+    barrier went through the old function, records after it go through the new one; window and
+    keyed state are kept. Prints the downtime."""
+    console = Console()
+    try:
+        name, payload = load_transform(replace)
+    except MillraceError as error:
+        console.print(f"[red]error:[/] {error}")
+        raise typer.Exit(2) from None
+    conf = load_configuration_or_exit(console, config_file, dynamic)
+    _change(console, conf, jobmanager, job_id, JobChangeRequest(transform=name, payload=payload))
+
+
+def rescale(
+    job_id: Annotated[str, typer.Argument(help="Job id, or a unique prefix of it.")],
+    parallelism: Annotated[
+        int, typer.Option("--parallelism", "-p", min=1, help="The new parallelism.")
+    ],
+    vertex: Annotated[
+        str | None,
+        typer.Option("--vertex", help="Only this vertex (id, id prefix or name); default all."),
+    ] = None,
+    jobmanager: JobManager = None,
+    dynamic: DynamicProperties = [],  # noqa: B006
+    config_file: ConfigFile = None,
+) -> None:
+    """Change the parallelism of a running job at a savepoint (key groups redistributed, state
+    kept; Flink's rescaling). Prints the downtime."""
+    console = Console()
+    conf = load_configuration_or_exit(console, config_file, dynamic)
+    request = JobChangeRequest(parallelism=parallelism, vertex=vertex or "")
+    _change(console, conf, jobmanager, job_id, request)
+
+
+def _change(
+    console: Console,
+    conf: Configuration,
+    jobmanager: str | None,
+    job_id: str,
+    request: JobChangeRequest,
+) -> None:
+    job = _resolve_job(console, conf, jobmanager, job_id)
+    result: JobChangeResult = _with_dispatcher(
+        console,
+        conf,
+        jobmanager,
+        lambda d: d.change_job(job.job_id, request, timeout=_SAVEPOINT_WAIT),
+        _SAVEPOINT_WAIT,
+    )
+    console.print(f"job {job.job_id} ({job.name}): {result.change}")
+    console.print(f"  from savepoint {result.checkpoint_id} at {result.savepoint}")
+    console.print(f"  {result.downtime()}")
 
 
 def _resolve_job(

@@ -32,7 +32,7 @@ from millrace.cli.cli_configuration import (
     load_configuration_or_exit,
 )
 from millrace.cli.cluster_commands import cluster_app, jobmanager_app, taskmanager_app
-from millrace.cli.job_commands import cancel, list_jobs, savepoint
+from millrace.cli.job_commands import cancel, list_jobs, modify, rescale, savepoint
 from millrace.cli.job_summary import print_summary
 from millrace.cli.progress import DetachedExecutor, EmbeddedClusterExecutor, ProgressExecutor
 from millrace.cli.remote_cluster import RemoteCluster, resolve_jobmanager
@@ -62,6 +62,8 @@ app.add_typer(zookeeper_app, name="zookeeper")
 app.command("list")(list_jobs)
 app.command("cancel")(cancel)
 app.command("savepoint")(savepoint)
+app.command("modify")(modify)
+app.command("rescale")(rescale)
 
 
 @app.callback()

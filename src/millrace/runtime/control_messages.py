@@ -58,6 +58,7 @@ from millrace.runtime.jobgraph import (
     SerializedOperator,
 )
 from millrace.runtime.jobmaster.clock_service import TaskClock, WatermarksInfo
+from millrace.runtime.jobmaster.job_change import JobChangeRequest, JobChangeResult
 from millrace.runtime.metrics.metric_query_service import MetricDump
 from millrace.runtime.metrics.task_io_metric_group import TaskMetricsSnapshot
 from millrace.runtime.registration import (
@@ -125,6 +126,9 @@ CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
     (48, CheckpointConfigInfo),
     (49, ExecutionGraphInfo),
     (50, ClusterConfigurationInfo),
+    # issue 13: live DAG changes (90-99)
+    (90, JobChangeRequest),
+    (91, JobChangeResult),
 )
 
 

@@ -43,6 +43,7 @@ from millrace.runtime.highavailability.high_availability_services import LeaderS
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.jobmaster.clock_service import WatermarksInfo
+from millrace.runtime.jobmaster.job_change import JobChangeRequest, JobChangeResult
 from millrace.runtime.jobmaster.job_master import JobMaster
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.types import DEFAULT_LEADER_SESSION_ID, JobId
@@ -348,6 +349,11 @@ class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
         return self._running_job_master(job_id).trigger_savepoint(
             target, cancel_job, timeout=timeout
         )
+
+    def change_job(
+        self, job_id: JobId, request: JobChangeRequest, timeout: float | None = None
+    ) -> Future[JobChangeResult]:
+        return self._running_job_master(job_id).change_job(request, timeout=timeout)
 
     def request_checkpoint_statistics(
         self, job_id: JobId, timeout: float | None = None

@@ -24,6 +24,7 @@ from millrace.runtime.executiongraph.archived_execution_graph import ExecutionGr
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.jobmaster.clock_service import WatermarksInfo
+from millrace.runtime.jobmaster.job_change import JobChangeRequest, JobChangeResult
 from millrace.types import JobId
 
 __all__ = ["ClusterConfigurationInfo", "DispatcherGateway"]
@@ -159,6 +160,27 @@ class DispatcherGateway(RpcGateway, Protocol):
             CheckpointError: via the future, if ``target_directory`` is not a valid path or
                 URL or lies outside the allowed roots, or the savepoint cannot be taken (see
                 ``JobMasterGateway.trigger_savepoint``).
+        """
+        ...
+
+    def change_job(
+        self, job_id: JobId, request: JobChangeRequest, timeout: float | None = None
+    ) -> Future[JobChangeResult]:
+        """A live change of a running job (``JobMasterGateway.change_job``).
+
+        Args:
+            job_id: The job.
+            request: The change (a transform's new function, or a parallelism).
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with the JobChangeResult once the changed job runs.
+
+        Raises:
+            JobSubmissionError: via the future, if no such job runs.
+            JobChangeError: via the future, if the change is refused or fails.
+            CheckpointError: via the future, if its savepoint fails.
         """
         ...
 

@@ -9,7 +9,9 @@ every task's), ``GET /taskmanagers``, ``POST /jobs`` (a JobGraph), ``PATCH
 (``/jobs/overview``, ``/jobs/{jobid}`` itself, plan, vertices, subtasks, exceptions,
 configuration, checkpoint details, ``POST /jobs/{jobid}/stop``) are the router of
 :mod:`~millrace.runtime.dispatcher.rest_job_routes`; ``/taskmanagers`` and ``/jobmanager/*``
-that of :mod:`~millrace.runtime.dispatcher.rest_cluster_routes` (``docs/rest_api.md``).
+that of :mod:`~millrace.runtime.dispatcher.rest_cluster_routes`; ``PATCH
+/jobs/{jobid}/rescaling`` and its status that of
+:mod:`~millrace.runtime.dispatcher.rest_rescaling_routes` (``docs/rest_api.md``).
 
 Reads are open, like Flink's; writes (submitting user code, cancelling, savepoints) and
 savepoint status reads carry ``Authorization: Bearer <token>``, the token being derived from
@@ -65,6 +67,7 @@ from millrace.runtime.dispatcher.rest_models import (
     TriggerResponse,
 )
 from millrace.runtime.dispatcher.rest_openapi import document_errors
+from millrace.runtime.dispatcher.rest_rescaling_routes import rescaling_routes
 from millrace.runtime.dispatcher.savepoint_requests import SavepointRequests
 from millrace.runtime.dispatcher.web_dashboard import dashboard_router
 from millrace.runtime.executiongraph import JobStatus
@@ -233,6 +236,11 @@ def create_rest_app(
     savepoints = SavepointRequests(clock or SystemClock(), store_duration)
     app.include_router(job_routes(dispatcher, savepoints, savepoint_targets, timeout))
     app.include_router(cluster_routes(dispatcher, resource_manager, timeout))
+    app.include_router(
+        rescaling_routes(
+            dispatcher, SavepointRequests(clock or SystemClock(), store_duration), timeout
+        )
+    )
 
     @app.post(
         "/jobs/{jobid}/savepoints",

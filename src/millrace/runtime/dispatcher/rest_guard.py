@@ -2,10 +2,10 @@
 
 A pure ASGI middleware in front of the FastAPI app:
 
-1. **Token first.** Writes (any method but GET, HEAD and OPTIONS) and savepoint status reads
-   need ``Authorization: Bearer <token>``; the header's raw bytes are compared with the token
-   in constant time (any byte sequence is just a wrong token). Without it the answer is 401
-   before a byte of the body is read, so an unauthenticated client cannot make the server
+1. **Token first.** Writes (any method but GET, HEAD and OPTIONS) and savepoint and rescaling
+   status reads need ``Authorization: Bearer <token>``; the header's raw bytes are compared with
+   the token in constant time (any byte sequence is just a wrong token). Without it the answer is
+   401 before a byte of the body is read, so an unauthenticated client cannot make the server
    buffer or parse anything. So ``POST /jobs/{jobid}/stop`` needs it, as every write does,
    and every other read, ``GET /jobmanager/logs/{name}`` included, is open, as in Flink.
 2. **Bodies capped while they stream.** A ``Content-Length`` above the route's cap is answered
@@ -38,7 +38,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 JSON_BODY_LIMIT_BYTES = 64 * 1024  # every body but a submitted JobGraph
 _OPEN_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_PROTECTED_READS = re.compile(r"^/jobs/[^/]+/savepoints/[^/]+/?$")
+_PROTECTED_READS = re.compile(r"^/jobs/[^/]+/(savepoints|rescaling)/[^/]+/?$")
 
 
 def _error(status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> Any:

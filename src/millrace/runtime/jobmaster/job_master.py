@@ -18,12 +18,7 @@ import shutil
 from concurrent.futures import Executor, Future
 from pathlib import Path
 
-from millrace.config import (
-    CheckpointingOptions,
-    ClusterOptions,
-    Configuration,
-    HeartbeatOptions,
-)
+from millrace.config import CheckpointingOptions, ClusterOptions, Configuration, HeartbeatOptions
 from millrace.errors import CheckpointError
 from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.rpc.main_thread_executor import EndpointMainThreadExecutor
@@ -42,8 +37,10 @@ from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.jobmaster.clock_service import WatermarksInfo
+from millrace.runtime.jobmaster.job_change import JobChangeRequest, JobChangeResult
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
 from millrace.runtime.jobmaster.job_preparation import JobPreparer
+from millrace.runtime.jobmaster.live_job_changes import LiveJobChanges
 from millrace.runtime.jobmaster.sink_committer import SinkCommitter
 from millrace.runtime.jobmaster.slot_pool_service import SlotPoolService
 from millrace.runtime.scheduler import Scheduler
@@ -106,7 +103,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         self._working_dir = (
             Path(configuration.get(ClusterOptions.TMP_DIR)).resolve() / "jobs" / job_graph.job_id
         )
-        main_thread = EndpointMainThreadExecutor(self)
+        self._main_thread = main_thread = EndpointMainThreadExecutor(self)
         self._heartbeats = HeartbeatManager(
             self.clock,
             self.schedule_run_async,
@@ -120,12 +117,12 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             configuration.get(CheckpointingOptions.SAVEPOINTS_DIR),
         )
         retained = configuration.get(CheckpointingOptions.NUM_RETAINED)
-        self._storage = storage = (
+        self._storage = (
             HighAvailabilityCheckpointStorage(*dirs, job_graph.job_id, leader, retained)
             if leader is not None
             else CheckpointStorage(*dirs)
         )
-        self._committer = committer = SinkCommitter(
+        self._committer = SinkCommitter(
             job_graph.job_id, check_leadership=leader.check_leadership if leader else None
         )
         self._slots = SlotPoolService(
@@ -142,19 +139,23 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             fail=lambda cause: self.scheduler.fail(cause),
             task_manager_connected=self._monitor_task_manager,
         )
-        self.scheduler = Scheduler(
-            ExecutionGraph(job_graph, self.clock),
-            configuration,
-            main_thread,
-            io_executor,
-            JobPreparer(
-                job_graph, configuration, storage, committer, self._working_dir, io_executor
-            ),
-            committer,
+        self.scheduler = self.create_scheduler()
+        self._changes = LiveJobChanges(self, main_thread, configuration, self._slots.slot_pool)
+
+    def create_scheduler(self) -> Scheduler:
+        """A Scheduler of ``job_graph`` (not started): at the start and after a live change."""
+        conf, io, graph, storage = self._configuration, self._io, self.job_graph, self._storage
+        return Scheduler(
+            ExecutionGraph(graph, self.clock),
+            conf,
+            self._main_thread,
+            io,
+            JobPreparer(graph, conf, storage, self._committer, self._working_dir, io),
+            self._committer,
             storage,
             self._slots.slot_pool,
             self.address,
-            configuration.without_security(),  # no secret in task deployments
+            conf.without_security(),  # no secret in task deployments
             self,
         )
 
@@ -169,9 +170,8 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         self.scheduler.stop()
 
     def suspend(self) -> None:
-        """Leadership revoked (high availability): from now on touch neither the sinks nor the
-        checkpoints; the job stays in the HA stores for the next leader. Any thread; the
-        endpoint is closed next."""
+        """Leadership revoked (HA): touch neither the sinks nor the checkpoints from now on; the
+        job stays in the HA stores for the next leader. Any thread; the endpoint closes next."""
 
         def suspended() -> None:
             if isinstance(self._storage, HighAvailabilityCheckpointStorage):
@@ -232,6 +232,8 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
 
     def job_terminated(self, result: JobResult) -> None:
         """Release slots and partitions, drop the job's files, publish the result."""
+        if self._changes.retiring:  # the old run of a live change: the job goes on
+            return self._changes.retired(result)
         self._heartbeats.stop()
         self._slots.release_all(f"job {self.job_graph.job_id} ended")
         self._io.submit(shutil.rmtree, self._working_dir, True)
@@ -288,14 +290,18 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
 
         def taken(f: Future[CheckpointMetadata]) -> None:
             if f.exception() is not None:
-                reply.set_exception(f.exception())
-                return
+                return reply.set_exception(f.exception())
             if cancel_job:  # Flink's stop with savepoint
                 self.cancel()
             reply.set_result(f.result().location)
 
         self.on_main_thread(taking, taken)
         return reply
+
+    def change_job(
+        self, request: JobChangeRequest, timeout: float | None = None
+    ) -> Future[JobChangeResult]:
+        return self._changes.change(request)
 
     def request_checkpoint_statistics(self, timeout: float | None = None) -> CheckpointStatistics:
         return checkpoint_statistics(self.scheduler)
@@ -310,5 +316,5 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     def cancel(self, timeout: float | None = None) -> Acknowledge:
         if not self.scheduler.status.is_globally_terminal:
             self._heartbeats.stop()  # a cancelled job's TaskManagers are not watched any more
-            self.scheduler.cancel()
+            self._changes.cancel(self.scheduler)  # a live change stopped meanwhile is dropped
         return Acknowledge()

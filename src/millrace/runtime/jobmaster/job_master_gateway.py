@@ -24,6 +24,7 @@ from millrace.runtime.executiongraph.archived_execution_graph import ExecutionGr
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.job_result import JobDetails
 from millrace.runtime.jobmaster.clock_service import WatermarksInfo
+from millrace.runtime.jobmaster.job_change import JobChangeRequest, JobChangeResult
 from millrace.types import (
     ExecutionAttemptId,
     JobVertexId,
@@ -186,6 +187,28 @@ class JobMasterGateway(FencedRpcGateway, Protocol):
         Raises:
             CheckpointError: via the future, if not every task runs, or the savepoint is
                 declined, times out, is aborted by a failover or cannot be written.
+        """
+        ...
+
+    def change_job(
+        self, request: JobChangeRequest, timeout: float | None = None
+    ) -> Future[JobChangeResult]:
+        """Change the running job at a savepoint, state kept: replace a transform's function or
+        set parallelisms (``millrace modify`` / ``rescale``; ``LiveJobChanges``).
+
+        Args:
+            request: The change.
+            timeout: Seconds until the returned future fails with RpcTimeoutError; None:
+                ``rpc.ask-timeout``.
+
+        Returns:
+            Future completed with the JobChangeResult (timestamps, downtime) once the changed
+            job runs; the job id stays the same.
+
+        Raises:
+            JobChangeError: via the future, if the job is BATCH or not RUNNING, a change is in
+                progress, the request does not fit the job, or the changed job did not run.
+            CheckpointError: via the future, if the savepoint fails (the job runs on unchanged).
         """
         ...
 
