@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 from millrace import Configuration, StreamExecutionEnvironment
+from millrace.errors import JobChangeError
 from millrace.runtime.highavailability.leader_retrieval import retrieve_leader
 from millrace.runtime.highavailability.zookeeper_client import (
     start_zookeeper_client,
@@ -30,6 +31,7 @@ from millrace.runtime.highavailability.zookeeper_client import (
 )
 from millrace.runtime.highavailability.zookeeper_paths import REST_SERVER, ZooKeeperPaths
 from millrace.runtime.job_result import JobResultSuccess
+from millrace.runtime.jobmaster.job_change import JobChangeRequest
 from tests.integration.helpers import (
     ROOT,
     assert_same_result,
@@ -197,6 +199,10 @@ def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exact
         )
         assert [r.status_code for r in standby.history] == [307]
         assert standby.json()["state"] == "RUNNING"
+        # a live change is refused under HA: a new leader would recover the submitted graph
+        with pytest.raises(JobChangeError, match="high-availability"):
+            changing = client.dispatcher().change_job(graph.job_id, JobChangeRequest(parallelism=1))
+            result_within(changing, 30, what="the change's refusal")
         killed_at = time.monotonic()
         os.killpg(first.pid, signal.SIGKILL)
         first.process.wait(timeout=30)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from millrace.config import ClusterOptions, Configuration
-from millrace.errors import ConfigError, JobSubmissionError, MillraceError
+from millrace.errors import ConfigError, JobChangeError, JobSubmissionError, MillraceError
 from millrace.rpc import FencedRpcEndpoint, RpcService
 from millrace.rpc.future_utils import all_of
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
@@ -353,6 +353,13 @@ class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
     def change_job(
         self, job_id: JobId, request: JobChangeRequest, timeout: float | None = None
     ) -> Future[JobChangeResult]:
+        if self._leader is not None:
+            # the JobGraph store keeps the submitted graph: a new leader would run the old one
+            raise JobChangeError(
+                f"job {job_id}: modify and rescale are not supported with "
+                "high-availability.type=zookeeper yet (a new leader would recover the "
+                "JobGraph as submitted); take a savepoint and resubmit the changed job instead"
+            )
         return self._running_job_master(job_id).change_job(request, timeout=timeout)
 
     def request_checkpoint_statistics(

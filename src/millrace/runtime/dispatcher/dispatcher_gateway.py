@@ -179,7 +179,8 @@ class DispatcherGateway(RpcGateway, Protocol):
 
         Raises:
             JobSubmissionError: via the future, if no such job runs.
-            JobChangeError: via the future, if the change is refused or fails.
+            JobChangeError: via the future, if the change is refused or fails, and always
+                under high availability (the JobGraph store would keep the submitted graph).
             CheckpointError: via the future, if its savepoint fails.
         """
         ...
