@@ -172,7 +172,7 @@ def test_rest_submits_and_cancels_only_with_the_token(cluster) -> None:
 class OtherVersionResourceManagerGateway(RpcGateway, Protocol):
     """The ResourceManager's gateway as a client of another version has it."""
 
-    def heartbeat_from_task_manager(self, resource_id: str, load: float) -> None: ...
+    def heartbeat_from_task_manager(self, resource_id: str, memory: int, zone: str) -> None: ...
 
 
 class StopperGateway(RpcGateway, Protocol):
@@ -188,7 +188,7 @@ def test_bad_calls_from_a_peer_do_not_stop_the_jobmanager(cluster) -> None:
         address = f"tcp://{cluster.jobmanager}/resourcemanager"
         other = service.connect(address, OtherVersionResourceManagerGateway).result(WAIT)
         for _ in range(3):
-            other.heartbeat_from_task_manager("taskmanager-0-abcdef", 0.5)  # an extra argument
+            other.heartbeat_from_task_manager("taskmanager-0-abcdef", 1, "z")  # an extra argument
         assert isinstance(client.dispatcher().list_jobs().result(WAIT), list)  # behind them
         # A fatal error would stop the process within a second (the old code: exit 1 in 0.3 s).
         for _ in range(20):
