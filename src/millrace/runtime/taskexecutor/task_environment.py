@@ -56,6 +56,8 @@ class TaskEnvironment:
         checkpoint_responder: Acknowledges checkpoints and reports watermarks to the
             JobMaster.
         report_metrics: Sends the task's counters to the JobMaster (a RUNNING update).
+        output_room: Starts a wait for room in every channel of the output partition (seed
+            001's flow control): a future completed once there is.
 
     Attributes:
         metrics: The task's counters (IOMetrics).
@@ -77,6 +79,7 @@ class TaskEnvironment:
         input_gate: InputGate | None,
         checkpoint_responder: CheckpointResponder,
         report_metrics: Callable[[], None] = lambda: None,
+        output_room: Callable[[], Future[None]] | None = None,
     ) -> None:
         self.tdd = tdd
         self.configuration = configuration
@@ -99,6 +102,7 @@ class TaskEnvironment:
         self._cancelled = threading.Event()
         self.checkpoint_responder = checkpoint_responder
         self._report_metrics = report_metrics
+        self._output_room = output_room
         self._triggers: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
     @property
@@ -149,6 +153,34 @@ class TaskEnvironment:
     def broadcast(self, event: PartitionEvent) -> None:
         """Append ``event`` to every subpartition of the output partition."""
         self._emit(None, event)
+
+    def wait_for_output_room(self, while_waiting: Callable[[], None], step: float = 0.05) -> None:
+        """Block until every output channel has room for another bundle (seed 001's flow
+        control: a slow consumer slows this producer); the wait is the task's back-pressured
+        time. ``while_waiting()`` runs every ``step`` seconds meanwhile (a source takes its
+        checkpoint triggers there, so barriers keep flowing).
+
+        Raises:
+            TaskCancelledError: If the task is cancelled meanwhile.
+            PartitionNotFoundError: If the output partition was released meanwhile.
+
+        Threading:
+            The task thread.
+        """
+        if self._output_room is None:
+            return
+        room = self._output_room()
+        if room.done() and room.exception() is None:
+            return
+        while True:
+            with self.io_metrics.back_pressured():  # timed step by step: seen while it lasts
+                try:
+                    room.result(timeout=step)
+                    return
+                except concurrent.futures.TimeoutError:
+                    pass
+            self.check_cancelled()
+            while_waiting()
 
     def report_metrics(self) -> None:
         """Send the counters so far to the JobMaster (progress of a running task), with the
