@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from millrace.config import Configuration
 from millrace.errors import TaskCancelledError
@@ -24,6 +24,9 @@ from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.io.partition_events import PartitionEvent
 from millrace.runtime.metrics.task_io_metric_group import TaskIOMetricGroup
+
+if TYPE_CHECKING:
+    from millrace.runtime.taskexecutor.partition_flow_control import OutputRoom
 
 __all__ = ["AbstractInvokable", "CheckpointResponder", "TaskEnvironment"]
 
@@ -56,8 +59,8 @@ class TaskEnvironment:
         checkpoint_responder: Acknowledges checkpoints and reports watermarks to the
             JobMaster.
         report_metrics: Sends the task's counters to the JobMaster (a RUNNING update).
-        output_room: Starts a wait for room in every channel of the output partition (seed
-            001's flow control): a future completed once there is.
+        output_room: Room in the output channels (seed 001's flow control), or None when
+            the task never waits (no output partition, or flow control off).
 
     Attributes:
         metrics: The task's counters (IOMetrics).
@@ -79,7 +82,7 @@ class TaskEnvironment:
         input_gate: InputGate | None,
         checkpoint_responder: CheckpointResponder,
         report_metrics: Callable[[], None] = lambda: None,
-        output_room: Callable[[], Future[None]] | None = None,
+        output_room: OutputRoom | None = None,
     ) -> None:
         self.tdd = tdd
         self.configuration = configuration
@@ -167,11 +170,9 @@ class TaskEnvironment:
         Threading:
             The task thread.
         """
-        if self._output_room is None:
-            return
-        room = self._output_room()
-        if room.done() and room.exception() is None:
-            return
+        if self._output_room is None or self._result(self._output_room.has_room(), step):
+            return  # a quick round trip, counted as busy
+        room = self._output_room.wait()
         while True:
             with self.io_metrics.back_pressured():  # timed step by step: seen while it lasts
                 try:
@@ -181,6 +182,14 @@ class TaskEnvironment:
                     pass
             self.check_cancelled()
             while_waiting()
+
+    def _result(self, future: Future[bool], step: float) -> bool:
+        """``future``'s result, checking for cancellation every ``step`` seconds."""
+        while True:
+            try:
+                return future.result(timeout=step)
+            except concurrent.futures.TimeoutError:
+                self.check_cancelled()
 
     def report_metrics(self) -> None:
         """Send the counters so far to the JobMaster (progress of a running task), with the

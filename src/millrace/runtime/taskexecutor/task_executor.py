@@ -371,7 +371,7 @@ class TaskExecutor(PartitionFlowControl, RpcEndpoint, implements=(TaskExecutorGa
             checkpoint_responder=RpcCheckpointResponder(
                 functools.partial(self._tell_job_master, tdd.job_id), tdd.attempt_id
             ),
-            output_room=lambda: self.call_async(lambda: self._output_room(tdd.output_partition)),
+            output_room=self._output_room(tdd),
             report_metrics=lambda: self.run_async(
                 lambda: self._task_state_changed(tdd, ExecutionState.RUNNING, env.metrics, None)
             ),
