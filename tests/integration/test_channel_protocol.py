@@ -33,10 +33,10 @@ from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-MAX_RECORDS = 500  # records per source bundle
+MAX_RECORDS = 250  # records per source bundle
 WINDOW = 2  # max-unacked-bundles
 MiB = 1 << 20
-SINK_DELAY = 1.0  # seconds per staged part: a source reads a bundle in ~0.1 s
+SINK_DELAY = 2.5  # seconds per staged part: a source reads a bundle in 0.1-0.3 s
 
 
 def settings(tmp_path, **extra) -> Configuration:  # type: ignore[no-untyped-def]
@@ -91,7 +91,7 @@ def test_a_sink_ten_times_slower_than_its_sources_slows_them_and_bounds_the_exch
 ) -> None:
     bootstrap, out, tmp = kafka_broker.bootstrap_servers, tmp_path / "out", tmp_path / "tmp"
     messages = flight_messages(flights_dir)
-    stop = index_before(messages, pd.Timestamp("2013-01-15", tz="UTC").value // 10**6)
+    stop = index_before(messages, pd.Timestamp("2013-01-08", tz="UTC").value // 10**6)
     topics = [f"bp-{uuid.uuid4().hex[:8]}-{i}" for i in range(2)]
     write_topics(bootstrap, topics, messages, stop)
     conf = settings(tmp_path)
@@ -140,10 +140,10 @@ def test_a_sink_ten_times_slower_than_its_sources_slows_them_and_bounds_the_exch
             f"{x.exchange_bytes / 1024:8.0f} {x.rss / MiB:8.0f} {x.back_pressured_ms:7d} "
             f"{x.checkpoints:4d}"
         )
-    # Each source is at most its window ahead of the sink (plus the bundle being read, the part
-    # the sink is staging and an Ack on its way), on each of the two channels.
+    # Each source is at most its window ahead of the sink, plus the bundle it is reading and
+    # the sink's metrics being up to a second (a part) old, on each of the two channels.
     ahead = max(x.read - x.sunk for x in samples)
-    bound_records = 2 * (WINDOW + 3) * MAX_RECORDS
+    bound_records = 2 * (WINDOW + 2) * MAX_RECORDS
     bound_files = 2 * (WINDOW + 3)
     bound_bytes = bound_files * 2 * MiB
     peak_rss = max(x.rss for x in samples) - rss_before
@@ -154,12 +154,13 @@ def test_a_sink_ten_times_slower_than_its_sources_slows_them_and_bounds_the_exch
         f"{peak_rss / MiB:.0f} MiB (bound 1024)"
     )
     assert ahead <= bound_records
-    # the sources paused: once reading, they left most of the topics unread (the lag grew)
-    assert any(x.read > 0 and stop - x.read > stop // 2 for x in samples)
+    # the sources paused (their Kafka lag grew): they spent most of the run waiting for room
+    waited_s = samples[-1].back_pressured_ms / 1000
+    print(f"sources back-pressured {waited_s:.1f} s (both summed) in {samples[-1].t:.0f} s")
+    assert waited_s >= samples[-1].t / 4
     assert max(x.files for x in samples) <= bound_files
     assert max(x.exchange_bytes for x in samples) <= bound_bytes
     assert peak_rss <= 1024 * MiB
-    assert samples[-1].back_pressured_ms > 0  # the sources report their back-pressured time
     # barriers flowed while the windows were full: a checkpoint completed before the end
     assert any(x.checkpoints >= 1 and x.read < stop for x in samples)
     assert_same_rows(output_rows(out), expected_rows(flights_dir, stop))
