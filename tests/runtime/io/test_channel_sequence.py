@@ -164,3 +164,18 @@ def test_fault_injection_is_off_by_default_and_a_bad_spec_fails_naming_the_key(
     assert ChannelFaultInjector.from_configuration(spec, 0, tmp_path) is None  # producer 1 only
     injector = ChannelFaultInjector.from_configuration(spec, 1, tmp_path)
     assert injector is not None and injector.fault == ChannelFault("repeat", 1, 0, 3)
+
+
+def test_the_gate_stops_at_an_ack_request_so_the_ack_is_not_held_by_later_events() -> None:
+    producers = Producers(1)
+    flow_controlled(producers, interval=2)
+    acks = Acks()
+    gate = InputGate(producers.channels, producers.poll, ack=acks)
+    p = producers.partitions[0]
+    for name in ("a", "b", "c", "d"):  # a b AckRequest c d AckRequest
+        p.add(0, DataBundle(name, 1))
+    assert gate.poll_next(1.0) == [(0, DataBundle("a", 1)), (0, DataBundle("b", 1))]
+    assert gate.poll_next(1.0) == [(0, DataBundle("c", 1)), (0, DataBundle("d", 1))]
+    assert acks.sent == [(0, Ack(p.session_id, 2, 3))]  # sent before c and d were handed over
+    gate.poll_next(0.01)
+    assert acks.sent[1] == (0, Ack(p.session_id, 5, 6))

@@ -21,8 +21,10 @@ Seed 001's channel protocol, consumer end: every event's session and sequence nu
 checked as it arrives (:class:`~millrace.runtime.io.channel_sequence.ChannelSequence`: a gap, a
 repeat or a stale session raises MessageLossError before the event reaches the task). An
 ``AckRequest`` is not handed to the task: it is answered with an ``Ack`` at the task's next
-``poll_next`` (the task has then taken every event before it). An AckRequest held back by an
-alignment is answered after the alignment, so a producer whose window fills behind a barrier
+``poll_next`` (the task has then taken every event before it); ``poll_next`` returns no event
+after an AckRequest (the rest waits for the next call), so the Ack goes out as soon as the task
+took the events the request covers. An AckRequest held back by an alignment is answered after
+the alignment, so a producer whose window fills behind a barrier
 waits, and the producers of the channels still to deliver their barrier keep going.
 """
 
@@ -137,11 +139,14 @@ class InputGate:
             MessageLossError: If a channel's events are out of sequence (gap, repeat, stale
                 session); the offending event is dropped.
         """
-        self._send_acks()  # the task took every event handed over before
         out: list[tuple[int, PartitionEvent]] = []
-        for channel, held in enumerate(self._held):  # events held back by a past alignment
-            while held and not self._blocked[channel]:
-                self._accept(channel, *held.popleft(), out)
+        while True:
+            self._send_acks()  # the task took every event handed over before
+            for channel, held in enumerate(self._held):  # held back by an alignment or an Ack
+                while held and not self._blocked[channel] and not self._acks_due:
+                    self._accept(channel, *held.popleft(), out)
+            if out or not self._acks_due:
+                break
         if out:
             return out
         busy = set(self._pending.values())
@@ -167,6 +172,8 @@ class InputGate:
                     session_id, sequence = next(stamps)
                     checked.check(session_id, sequence)
                 self._accept(channel, event, sequence, out)
+        if not out:
+            self._send_acks()  # an AckRequest came first: nothing to take before it
         return out
 
     def _send_acks(self) -> None:
@@ -182,7 +189,9 @@ class InputGate:
         sequence: int,
         out: list[tuple[int, PartitionEvent]],
     ) -> None:
-        if self._blocked[channel]:
+        if self._blocked[channel] or self._acks_due:
+            # after an AckRequest, the rest waits for the next poll_next: the Ack then goes
+            # out as soon as the task took the events before the request, not after the batch
             self._held[channel].append((event, sequence))
             return
         if isinstance(event, AckRequest):
