@@ -465,6 +465,63 @@ class ClusterOptions:
     )
 
 
+class FlowControlOptions:
+    """Flow control between subtasks (seed 001's AckRequest/Ack), per output channel
+    (producer subtask -> consumer subtask). Keys of the TaskManager processes."""
+
+    ENABLED = _bool(
+        "taskmanager.network.flow-control.enabled",
+        True,
+        "Bound the bundles and bytes a producer subtask may have unacknowledged per output "
+        "channel; with a full window it stops reading its source (backpressure). Off: "
+        "partitions are unbounded (bench/backpressure.py compares).",
+    )
+    MAX_UNACKED_BUNDLES = _int(
+        "taskmanager.network.flow-control.max-unacked-bundles",
+        16,
+        "Bundles a producer may send on one channel before the consumer acknowledges them.",
+        minimum=1,
+    )
+    MAX_UNACKED_BYTES = _size(
+        "taskmanager.network.flow-control.max-unacked-bytes",
+        256 * 1024 * 1024,
+        "Exchange-file bytes a producer may send on one channel before the consumer "
+        "acknowledges them (one bundle is always allowed, however large).",
+        minimum=1,
+    )
+    ACK_REQUEST_INTERVAL = _int(
+        "taskmanager.network.flow-control.ack-request-interval",
+        4,
+        "A producer puts an AckRequest into a channel after every this many bundles (and "
+        "whenever the channel's window is full); at most max-unacked-bundles.",
+        minimum=1,
+    )
+    FAULT_INJECTION = _str(
+        "taskmanager.network.test.fault-injection",
+        "",
+        "TEST ONLY, never set in production: KIND:PRODUCER:CONSUMER:BUNDLE (KIND drop, repeat, "
+        "delay or stale) spoils the BUNDLE-th data bundle (from 0) of the channel from "
+        "producer subtask PRODUCER to consumer subtask CONSUMER of every source vertex, once "
+        "per job (runtime/io/channel_fault_injection.py). Empty: off.",
+    )
+
+
+def check_flow_control(conf: Configuration) -> None:
+    """ack-request-interval must not exceed max-unacked-bundles.
+
+    Raises:
+        ConfigError: Naming the key, the value and the bound.
+    """
+    interval = conf.get(FlowControlOptions.ACK_REQUEST_INTERVAL)
+    window = conf.get(FlowControlOptions.MAX_UNACKED_BUNDLES)
+    if interval > window:
+        raise ConfigError(
+            FlowControlOptions.ACK_REQUEST_INTERVAL.key,
+            interval,
+            f"a value <= {FlowControlOptions.MAX_UNACKED_BUNDLES.key} ({window})",
+        )
+
+
 class RuntimeExecutionMode(enum.Enum):
     """``execution.runtime-mode`` (Flink's RuntimeExecutionMode)."""
 
@@ -972,6 +1029,7 @@ def all_options() -> list[ConfigOption[Any]]:
         FailoverOptions,
         ClusterOptions,
         ExecutionOptions,
+        FlowControlOptions,
         CheckpointingOptions,
         SparkOptions,
         PipelineOptions,
@@ -1070,6 +1128,7 @@ class Configuration:
         check_rpc_limits(self)
         check_high_availability(self)
         check_metric_reporters(self)
+        check_flow_control(self)
 
     def to_dict(self) -> dict[str, object]:
         return dict(self._values)

@@ -40,6 +40,7 @@ never with a builtin exception (a bug excepted); each gateway's docstrings say w
     ├── HighAvailabilityError             ZooKeeper or the HA storage cannot be used
     │   └── LeadershipLostError           this JobManager is no longer the leader
     ├── LocalZooKeeperError               a local ZooKeeper server cannot start or stop
+    ├── MessageLossError                  a channel lost, repeated or mixed up partition events
     └── ConfigError                       (also ValueError) an invalid configuration value
 
 A heartbeat timeout is not an exception: the failure detector tells its listener
@@ -77,6 +78,7 @@ __all__ = [
     "JobSubmissionError",
     "LeadershipLostError",
     "LocalZooKeeperError",
+    "MessageLossError",
     "MillraceError",
     "PartitionNotFoundError",
     "PipelineError",
@@ -461,6 +463,31 @@ class LocalZooKeeperError(MillraceError):
         self.log_tail = log_tail
         shown = f"\nthe end of its log:\n{log_tail}" if log_tail else ""
         super().__init__(f"local ZooKeeper in {data_dir}: {reason}{shown}")
+
+
+class MessageLossError(MillraceError):
+    """A consumer found a channel's events out of sequence (seed 001's message-loss detection):
+    a gap (events lost), a repeat, or an event of a producer session that is not the channel's
+    current one (a stale producer attempt). The consuming task fails; the job recovers from its
+    latest checkpoint by its restart strategy.
+
+    Attributes:
+        channel: The channel, e.g. ``"producer 0 -> consumer 1 of partition P"``.
+        kind: ``"gap"``, ``"repeat"`` or ``"stale session"``.
+        expected: What the consumer expected (the next sequence number, or the session id).
+        seen: What arrived instead.
+    """
+
+    def __init__(self, channel: str, kind: str, expected: int, seen: int) -> None:
+        self.channel = channel
+        self.kind = kind
+        self.expected = expected
+        self.seen = seen
+        what = "session" if kind == "stale session" else "sequence number"
+        super().__init__(
+            f"message loss detected on channel {channel}: {kind}: expected {what} {expected}, "
+            f"saw {seen}; the task fails so that the job recovers from its latest checkpoint"
+        )
 
 
 class ConfigError(MillraceError, ValueError):

@@ -35,6 +35,8 @@ from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitSta
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
     MIN_WATERMARK,
+    Ack,
+    AckRequest,
     CheckpointBarrier,
     DataBundle,
     EndOfPartition,
@@ -158,6 +160,7 @@ SAMPLES = [
     Watermark(MAX_WATERMARK),
     EndOfPartition(),
     PartitionEvents(4, (DataBundle("p", 1), Watermark(5), EndOfPartition())),
+    PartitionEvents(0, (DataBundle("p", 1, size_bytes=512), AckRequest()), (9, 9), (0, 1)),
     JobStatus.RUNNING,
     DETAILS.vertices[0],
     DETAILS,
@@ -185,6 +188,8 @@ SAMPLES = [
     CheckpointStatistics(2000, "EXACTLY_ONCE", 4, 1, 1, "", ["/chk/job/chk-4"], [RECORD]),
     TaskClock("flights", 1, 1_359_676_799_999),
     WatermarkStatus(False),
+    AckRequest(),
+    Ack(2**62, 17, 18),
     TaskMetricsSnapshot("job", "name", "vertex", "Source: words", 0, "attempt", records_in=7),
     MetricDump(
         "tm-1",

@@ -36,6 +36,8 @@ from millrace.runtime.executiongraph.archived_execution_graph import (
 from millrace.runtime.hardware_description import HardwareDescription
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import (
+    Ack,
+    AckRequest,
     CheckpointBarrier,
     DataBundle,
     EndOfPartition,
@@ -126,6 +128,9 @@ CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
     (48, CheckpointConfigInfo),
     (49, ExecutionGraphInfo),
     (50, ClusterConfigurationInfo),
+    # issue 13, the channel protocol (seed 001's flow control and message-loss detection)
+    (70, AckRequest),
+    (71, Ack),
     # issue 13: live DAG changes (90-99)
     (90, JobChangeRequest),
     (91, JobChangeResult),

@@ -40,9 +40,10 @@ def write_exchange_files(
         path = directory / f"{prefix}-to{target:03d}.parquet"
         tmp = path.with_suffix(".tmp")
         pq.write_table(part, tmp)
+        size = tmp.stat().st_size
         tmp.replace(path)
         low, high = window_end_range_ms(part, window_size_ms)
-        out.append((target, DataBundle(str(path), part.num_rows, low, high)))
+        out.append((target, DataBundle(str(path), part.num_rows, low, high, size)))
     return out
 
 
@@ -88,6 +89,7 @@ def write_rebalanced(table: Any, environment: Any, sequence: int) -> int:
     path = directory / f"{tdd.subtask_index:03d}-{sequence:06d}-to{target:03d}.parquet"
     tmp = path.with_suffix(".tmp")
     pq.write_table(table, tmp)
+    size = tmp.stat().st_size
     tmp.replace(path)
-    environment.emit(target, DataBundle(str(path), table.num_rows))
+    environment.emit(target, DataBundle(str(path), table.num_rows, size_bytes=size))
     return int(table.num_rows)

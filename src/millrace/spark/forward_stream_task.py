@@ -3,9 +3,10 @@
 Every producer (each input of the union, its transforms chained in) sends each bundle as one
 exchange file over a REBALANCE edge; this task stages each file it receives in every sink of
 its chain, read with pyarrow (no Spark job: the records were processed by the producers' Spark
-jobs). Its sinks are written by this vertex alone, so their two-phase commit is that of a
-single-input job: at an aligned barrier (over the channels of every input) the task
-pre-commits what it staged and acknowledges.
+jobs), then deletes the file (so the exchange store holds only what is in flight). Its sinks
+are written by this vertex alone, so their two-phase commit is that of a single-input job: at
+an aligned barrier (over the channels of every input) the task pre-commits what it staged and
+acknowledges.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from millrace.errors import CheckpointDeclinedError, PipelineError, TaskCancelle
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.io.partition_events import CheckpointBarrier, DataBundle
 from millrace.spark.input_schemas import InputSchemas
+from millrace.spark.keyed_state_files import remove_file
 from millrace.spark.stream_task import SparkStreamTask
 
 __all__ = ["ForwardStreamTask"]
@@ -69,6 +71,7 @@ class ForwardStreamTask(SparkStreamTask):
         table = pq.read_table(path)
         env.metrics.records_in += table.num_rows
         rows = int(self.write_sinks(table, sequence))
+        remove_file(path)  # staged in the sinks; a restore replays from the sources
         env.metrics.records_out += rows
         env.metrics.bundles += 1
         return rows

@@ -92,6 +92,7 @@ class SourceStreamTask(SparkStreamTask):
                 if self._exhausted and self._reader.is_finished():
                     break
                 self._set_active(self._has_records_to_read())
+                env.wait_for_output_room(self._while_back_pressured)
                 polled = time.monotonic()
                 bundle = self._reader.poll(self._max_delay)
                 if bundle is None:  # the poll waited for records: idle
@@ -148,6 +149,12 @@ class SourceStreamTask(SparkStreamTask):
         self._retry_at = 0.0
         if env.restore is not None:
             self._tracker.restore(env.restore.watermark_ms)
+
+    def _while_back_pressured(self) -> None:
+        """While the output channels are full: checkpoint barriers still go out (they are not
+        counted by the window), and the metrics still reach the JobMaster."""
+        self._take_checkpoints()
+        self.report_progress()
 
     # Splits ------------------------------------------------------------------------------------
 

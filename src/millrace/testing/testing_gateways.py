@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from millrace.runtime.deployment import Acknowledge, TaskDeploymentDescriptor, TaskOperationResult
-from millrace.runtime.io.partition_events import PartitionEvents
+from millrace.runtime.io.partition_events import Ack, PartitionEvents
 from millrace.runtime.resourcemanager.slot_manager import TaskManagerInfo
 from millrace.types import AllocationId, ExecutionAttemptId, JobId, ResultPartitionId
 
@@ -140,6 +140,11 @@ class TestingTaskExecutorGateway(_Recording):
     ) -> Future[PartitionEvents]:
         self._record("request_partition_events", partition_id, subpartition, from_index)
         return _answer(lambda: PartitionEvents(from_index, ()))
+
+    def acknowledge_partition_events(
+        self, partition_id: ResultPartitionId, subpartition: int, ack: Ack
+    ) -> None:
+        self._record("acknowledge_partition_events", partition_id, subpartition, ack)
 
 
 class TestingResourceManagerGateway(_Recording):

@@ -31,7 +31,8 @@ def test_poll_returns_existing_events_at_once() -> None:
     p.add(0, DataBundle("a", 1))
     p.add(0, DataBundle("b", 2))
     reply = p.poll(0, 1).result(0)
-    assert reply == PartitionEvents(1, (DataBundle("b", 2),))
+    assert (reply.from_index, reply.events) == (1, (DataBundle("b", 2),))
+    assert reply.sequences == (1,) and reply.session_ids == (p.session_id,)
 
 
 def test_parked_poll_completes_on_the_next_event_of_its_subpartition() -> None:
@@ -84,7 +85,9 @@ class Producers:
     """Partitions standing in for producers; the gate polls them directly."""
 
     def __init__(self, n: int) -> None:
-        self.partitions = [partition(1) for _ in range(n)]
+        self.partitions = [
+            ResultPartition(ResultPartitionId(str(i)), JobId("j"), 1) for i in range(n)
+        ]
         self.channels = [
             InputChannelDescriptor(ResultPartitionId(str(i)), 0, Address(f"tm-{i}"), i)
             for i in range(n)

@@ -49,7 +49,7 @@ def test_expiring_one_parked_pull_leaves_the_others_parked() -> None:
     p.expire(first, 0)
     assert first.result(0) == PartitionEvents(0, ())
     p.add(0, DataBundle("b", 1))
-    assert second.result(0) == PartitionEvents(0, (DataBundle("b", 1),))
+    assert second.result(0).events == (DataBundle("b", 1),)
 
 
 def test_release_fails_every_parked_pull_and_drops_the_events() -> None:

@@ -6,7 +6,8 @@
 * ``GET /jobs/{jobid}/vertices/{vertexid}/backpressure``: per subtask the share of time it
   was back-pressured (``ratio``), idle and busy, over the last 5 s, and Flink's level
   (``ok`` up to 0.10, ``low`` up to 0.5, ``high`` above; the vertex's is its worst
-  subtask's). Millrace's partitions are unbounded (issue 13), so the ratio is 0;
+  subtask's). A source is back-pressured while its output channels' flow-control windows are
+  full (seed 001; ``taskmanager.network.flow-control.*``);
 * ``GET /taskmanagers/{taskmanagerid}/metrics[?get=..]`` and ``GET
   /jobmanager/metrics[?get=..]``: ``[{"id"}]``, or with ``get`` ``[{"id","value"}]`` with
   values as strings, as Flink's.

@@ -16,6 +16,16 @@ idle, seed 002; it never goes back) and aligns checkpoint barriers (Carbone et a
 
 A finished channel counts as aligned. A newer barrier abandons an alignment that did not
 complete (its checkpoint was aborted).
+
+Seed 001's channel protocol, consumer end: every event's session and sequence number are
+checked as it arrives (:class:`~millrace.runtime.io.channel_sequence.ChannelSequence`: a gap, a
+repeat or a stale session raises MessageLossError before the event reaches the task). An
+``AckRequest`` is not handed to the task: it is answered with an ``Ack`` at the task's next
+``poll_next`` (the task has then taken every event before it); ``poll_next`` returns no event
+after an AckRequest (the rest waits for the next call), so the Ack goes out as soon as the task
+took the events the request covers. An AckRequest held back by an alignment is answered after
+the alignment, so a producer whose window fills behind a barrier
+waits, and the producers of the channels still to deliver their barrier keep going.
 """
 
 from __future__ import annotations
@@ -26,9 +36,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from millrace.runtime.deployment import InputChannelDescriptor
+from millrace.runtime.io.channel_sequence import ChannelSequence, channel_session_id
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
     MIN_WATERMARK,
+    Ack,
+    AckRequest,
     CheckpointBarrier,
     EndOfPartition,
     PartitionEvent,
@@ -40,6 +53,8 @@ from millrace.runtime.io.partition_events import (
 __all__ = ["BARRIER_CHANNEL", "InputGate"]
 
 PollFn = Callable[[InputChannelDescriptor, int], "Future[PartitionEvents]"]
+AckFn = Callable[[InputChannelDescriptor, Ack], None]
+"""Sends an Ack to the channel's producer (a tell)."""
 
 BARRIER_CHANNEL = -1
 """Channel number of the aligned CheckpointBarrier the gate hands to its task."""
@@ -53,17 +68,32 @@ class InputGate:
         poll: Starts a pull ``(channel, from_index) -> Future[PartitionEvents]`` (an ask to the
             producer's TaskExecutor).
         aligned: Align checkpoint barriers (EXACTLY_ONCE) or not (AT_LEAST_ONCE).
+        ack: Answers AckRequests (None: they are taken without an answer).
 
     Threading:
         The task thread only.
     """
 
     def __init__(
-        self, channels: Sequence[InputChannelDescriptor], poll: PollFn, aligned: bool = True
+        self,
+        channels: Sequence[InputChannelDescriptor],
+        poll: PollFn,
+        aligned: bool = True,
+        ack: AckFn | None = None,
     ) -> None:
         self._channels = list(channels)
         self._poll = poll
         self._aligned = aligned
+        self._ack = ack
+        self._sequences = [
+            ChannelSequence(
+                f"producer {c.producer_index} -> consumer {c.subpartition_index} (input "
+                f"{c.input_index}, partition {c.partition_id})",
+                channel_session_id(c.partition_id),
+            )
+            for c in channels
+        ]
+        self._acks_due: list[tuple[int, Ack]] = []
         n = len(channels)
         self._next_index = [0] * n
         self._finished = [False] * n
@@ -71,7 +101,7 @@ class InputGate:
         self._idle = [False] * n
         self._watermark = MIN_WATERMARK
         self._pending: dict[Future[PartitionEvents], int] = {}
-        self._held: list[deque[PartitionEvent]] = [deque() for _ in range(n)]
+        self._held: list[deque[tuple[PartitionEvent, int]]] = [deque() for _ in range(n)]
         self._blocked = [False] * n
         self._barrier: CheckpointBarrier | None = None
         self._arrived: set[int] = set()
@@ -106,11 +136,17 @@ class InputGate:
 
         Raises:
             RpcError: If a producer cannot be reached or its partition is gone.
+            MessageLossError: If a channel's events are out of sequence (gap, repeat, stale
+                session); the offending event is dropped.
         """
         out: list[tuple[int, PartitionEvent]] = []
-        for channel, held in enumerate(self._held):  # events held back by a past alignment
-            while held and not self._blocked[channel]:
-                self._accept(channel, held.popleft(), out)
+        while True:
+            self._send_acks()  # the task took every event handed over before
+            for channel, held in enumerate(self._held):  # held back by an alignment or an Ack
+                while held and not self._blocked[channel] and not self._acks_due:
+                    self._accept(channel, *held.popleft(), out)
+            if out or not self._acks_due:
+                break
         if out:
             return out
         busy = set(self._pending.values())
@@ -128,15 +164,40 @@ class InputGate:
             if reply.from_index != self._next_index[channel]:
                 continue  # stale reply
             self._next_index[channel] += len(reply.events)
+            checked = self._sequences[channel]
+            stamps = zip(reply.session_ids, reply.sequences, strict=True)
             for event in reply.events:
-                self._accept(channel, event, out)
+                sequence = -1
+                if reply.sequences:  # empty only from scripted test producers
+                    session_id, sequence = next(stamps)
+                    checked.check(session_id, sequence)
+                self._accept(channel, event, sequence, out)
+        if not out:
+            self._send_acks()  # an AckRequest came first: nothing to take before it
         return out
 
+    def _send_acks(self) -> None:
+        due, self._acks_due = self._acks_due, []
+        if self._ack is not None:
+            for channel, ack in due:
+                self._ack(self._channels[channel], ack)
+
     def _accept(
-        self, channel: int, event: PartitionEvent, out: list[tuple[int, PartitionEvent]]
+        self,
+        channel: int,
+        event: PartitionEvent,
+        sequence: int,
+        out: list[tuple[int, PartitionEvent]],
     ) -> None:
-        if self._blocked[channel]:
-            self._held[channel].append(event)
+        if self._blocked[channel] or self._acks_due:
+            # after an AckRequest, the rest waits for the next poll_next: the Ack then goes
+            # out as soon as the task took the events before the request, not after the batch
+            self._held[channel].append((event, sequence))
+            return
+        if isinstance(event, AckRequest):
+            # every event before it passed the sequence check: sequence + 1 were received
+            session_id = self._sequences[channel].session_id
+            self._acks_due.append((channel, Ack(session_id, sequence, sequence + 1)))
             return
         if isinstance(event, CheckpointBarrier):
             self._on_barrier(channel, event, out)

@@ -9,9 +9,10 @@ Time accounting (Flink's busy/idle/back-pressured time, FLIP-27 and FLINK-14967)
 * **idle**: the task waits for input: a source polling its reader without getting a bundle,
   or asking the JobMaster for splits; a keyed task waiting on its input gate (alignment
   included);
-* **back-pressured**: the task waits for room downstream. Millrace's result partitions are
-  unbounded (no flow control yet, issue 13), so nothing ever waits for room and this stays 0;
-  :meth:`TaskIOMetricGroup.back_pressured` is the hook a bounded partition will time;
+* **back-pressured**: the task waits for room downstream: a source whose output channels'
+  flow-control windows are full (seed 001's AckRequest/Ack,
+  ``TaskEnvironment.wait_for_output_room``, timed by :meth:`TaskIOMetricGroup.back_pressured`
+  in steps of 50 ms, so a long wait shows while it lasts); 0 with flow control off;
 * **busy**: the rest of the time since the task became RUNNING (Flink's accumulated busy
   time is computed the same way): Spark jobs of bundles and firings, state snapshots,
   pre-commits, bookkeeping.

@@ -1,4 +1,5 @@
-"""How a consumer task pulls its input: long polls to the producers' TaskExecutors.
+"""How a consumer task pulls its input: long polls to the producers' TaskExecutors, and how it
+answers their AckRequests (``acknowledge_partition_events`` tells).
 
 Threading:
     The poll function runs on one task thread (its InputGate's); it connects lazily, once per
@@ -7,15 +8,16 @@ Threading:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future
 
 from millrace.rpc import RpcService
 from millrace.runtime.deployment import InputChannelDescriptor
-from millrace.runtime.io.input_gate import PollFn
-from millrace.runtime.io.partition_events import PartitionEvents
+from millrace.runtime.io.input_gate import AckFn, InputGate, PollFn
+from millrace.runtime.io.partition_events import Ack, PartitionEvents
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
 
-__all__ = ["partition_poll"]
+__all__ = ["input_gate", "partition_ack", "partition_poll"]
 
 
 def partition_poll(rpc_service: RpcService, poll_timeout: float) -> PollFn:
@@ -35,3 +37,35 @@ def partition_poll(rpc_service: RpcService, poll_timeout: float) -> PollFn:
         )
 
     return poll
+
+
+def partition_ack(rpc_service: RpcService) -> AckFn:
+    """An ack function for an InputGate: ``acknowledge_partition_events`` to the channel's
+    producer (a tell: a lost Ack leaves the producer waiting for room until the next one, and
+    the job's failover handles a lost producer). Threading: one task thread."""
+    gateways: dict[str, TaskExecutorGateway] = {}
+
+    def ack(channel: InputChannelDescriptor, message: Ack) -> None:
+        gateway = gateways.get(channel.producer_address)
+        if gateway is None:
+            gateway = rpc_service.connect(channel.producer_address, TaskExecutorGateway).result()
+            gateways[channel.producer_address] = gateway
+        gateway.acknowledge_partition_events(
+            channel.partition_id, channel.subpartition_index, message
+        )
+
+    return ack
+
+
+def input_gate(
+    channels: Sequence[InputChannelDescriptor],
+    rpc_service: RpcService,
+    poll_timeout: float,
+    aligned: bool,
+) -> InputGate | None:
+    """The InputGate of a consumer task reading ``channels`` (None for a source: no channels),
+    polling and acknowledging through ``rpc_service``."""
+    if not channels:
+        return None
+    poll = partition_poll(rpc_service, poll_timeout)
+    return InputGate(channels, poll, aligned, partition_ack(rpc_service))

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from millrace.config import Configuration
 from millrace.errors import TaskCancelledError
@@ -25,6 +25,9 @@ from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.io.partition_events import PartitionEvent, Watermark
 from millrace.runtime.jobgraph import OperatorKind
 from millrace.runtime.metrics.task_io_metric_group import TaskIOMetricGroup
+
+if TYPE_CHECKING:
+    from millrace.runtime.taskexecutor.partition_flow_control import OutputRoom
 
 __all__ = ["AbstractInvokable", "CheckpointResponder", "TaskEnvironment"]
 
@@ -57,6 +60,8 @@ class TaskEnvironment:
         checkpoint_responder: Acknowledges checkpoints and reports watermarks to the
             JobMaster.
         report_metrics: Sends the task's counters to the JobMaster (a RUNNING update).
+        output_room: Room in the output channels (seed 001's flow control), or None when
+            the task never waits (no output partition, or flow control off).
 
     Attributes:
         metrics: The task's counters (IOMetrics).
@@ -78,6 +83,7 @@ class TaskEnvironment:
         input_gate: InputGate | None,
         checkpoint_responder: CheckpointResponder,
         report_metrics: Callable[[], None] = lambda: None,
+        output_room: OutputRoom | None = None,
     ) -> None:
         self.tdd = tdd
         self.configuration = configuration
@@ -101,6 +107,7 @@ class TaskEnvironment:
         self._cancelled = threading.Event()
         self.checkpoint_responder = checkpoint_responder
         self._report_metrics = report_metrics
+        self._output_room = output_room
         self._triggers: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
     @property
@@ -154,6 +161,40 @@ class TaskEnvironment:
         if isinstance(event, Watermark):
             self.io_metrics.current_output_watermark_ms = event.timestamp_ms
         self._emit(None, event)
+
+    def wait_for_output_room(self, while_waiting: Callable[[], None], step: float = 0.05) -> None:
+        """Block until every output channel has room for another bundle (seed 001's flow
+        control: a slow consumer slows this producer); the wait is the task's back-pressured
+        time. ``while_waiting()`` runs every ``step`` seconds meanwhile (a source takes its
+        checkpoint triggers there, so barriers keep flowing).
+
+        Raises:
+            TaskCancelledError: If the task is cancelled meanwhile.
+            PartitionNotFoundError: If the output partition was released meanwhile.
+
+        Threading:
+            The task thread.
+        """
+        if self._output_room is None or self._result(self._output_room.has_room(), step):
+            return  # a quick round trip, counted as busy
+        room = self._output_room.wait()
+        while True:
+            with self.io_metrics.back_pressured():  # timed step by step: seen while it lasts
+                try:
+                    room.result(timeout=step)
+                    return
+                except concurrent.futures.TimeoutError:
+                    pass
+            self.check_cancelled()
+            while_waiting()
+
+    def _result(self, future: Future[bool], step: float) -> bool:
+        """``future``'s result, checking for cancellation every ``step`` seconds."""
+        while True:
+            try:
+                return future.result(timeout=step)
+            except concurrent.futures.TimeoutError:
+                self.check_cancelled()
 
     def report_metrics(self) -> None:
         """Send the counters so far to the JobMaster (progress of a running task), with the

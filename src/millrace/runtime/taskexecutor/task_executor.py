@@ -38,7 +38,6 @@ from millrace.runtime.deployment import (
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
 from millrace.runtime.hardware_description import hardware, rss_bytes
 from millrace.runtime.highavailability.leader_retrieval import LeaderInformation
-from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.partition_events import PartitionEvent, PartitionEvents
 from millrace.runtime.io.result_partition import ResultPartition
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
@@ -56,7 +55,8 @@ from millrace.runtime.taskexecutor.job_manager_connection import (
     RpcCheckpointResponder,
     request_next_input_split,
 )
-from millrace.runtime.taskexecutor.partition_client import partition_poll
+from millrace.runtime.taskexecutor.partition_client import input_gate
+from millrace.runtime.taskexecutor.partition_flow_control import PartitionFlowControl
 from millrace.runtime.taskexecutor.task import Task, join_tasks_then
 from millrace.runtime.taskexecutor.task_environment import TaskEnvironment
 from millrace.runtime.taskexecutor.task_executor_gateway import TaskExecutorGateway
@@ -82,7 +82,7 @@ _REGISTRATION_BACKOFF = (0.05, 2.0)  # seconds: first retry, cap (doubling)
 _TASK_STOP_TIMEOUT = 10.0  # seconds all tasks together get to stop when the TaskExecutor stops
 
 
-class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
+class TaskExecutor(PartitionFlowControl, RpcEndpoint, implements=(TaskExecutorGateway,)):
     """One TaskManager.
 
     Args:
@@ -354,19 +354,11 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
         if tdd.attempt_id in self._tasks:
             return TaskOperationResult(tdd.attempt_id, False, "attempt already running")
         if tdd.output_partition is not None:
-            self._partitions[tdd.output_partition] = ResultPartition(
-                tdd.output_partition, tdd.job_id, tdd.num_subpartitions
-            )
+            self._new_result_partition(tdd)
         configuration = Configuration(tdd.configuration)
         mode = configuration.get(CheckpointingOptions.MODE)
         aligned = mode is CheckpointingMode.EXACTLY_ONCE
-        gate = (
-            InputGate(
-                tdd.input_channels, partition_poll(self.rpc_service, self._poll_timeout), aligned
-            )
-            if tdd.input_channels
-            else None
-        )
+        gate = input_gate(tdd.input_channels, self.rpc_service, self._poll_timeout, aligned)
         job_master = self._job_masters[tdd.job_id].gateway
         env = TaskEnvironment(
             tdd,
@@ -379,6 +371,7 @@ class TaskExecutor(RpcEndpoint, implements=(TaskExecutorGateway,)):
             checkpoint_responder=RpcCheckpointResponder(
                 functools.partial(self._tell_job_master, tdd.job_id), tdd.attempt_id
             ),
+            output_room=self._output_room(tdd),
             report_metrics=lambda: self.run_async(
                 lambda: self._task_state_changed(tdd, ExecutionState.RUNNING, env.metrics, None)
             ),

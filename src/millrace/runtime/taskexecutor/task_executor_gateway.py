@@ -17,7 +17,7 @@ from typing import Protocol
 
 from millrace.rpc import RpcGateway
 from millrace.runtime.deployment import Acknowledge, TaskDeploymentDescriptor, TaskOperationResult
-from millrace.runtime.io.partition_events import PartitionEvents
+from millrace.runtime.io.partition_events import Ack, PartitionEvents
 from millrace.types import AllocationId, ExecutionAttemptId, JobId, JobMasterId, ResultPartitionId
 
 __all__ = ["TaskExecutorGateway"]
@@ -175,4 +175,12 @@ class TaskExecutorGateway(RpcGateway, Protocol):
                 partition (released with its job, never made, or the TaskManager stopped), it
                 has no such subpartition, or ``from_index`` is negative.
         """
+        ...
+
+    def acknowledge_partition_events(
+        self, partition_id: ResultPartitionId, subpartition: int, ack: Ack
+    ) -> None:
+        """A consumer's Ack (seed 001): it has taken the events of its channel up to the
+        AckRequest ``ack.sequence``; frees the channel's flow-control window (a tell; ignored
+        for a partition this TaskManager does not hold, or of another session)."""
         ...

@@ -1,0 +1,147 @@
+"""Seed 001's flow control, producer end: the window's accounting (pure), and a ResultPartition
+putting AckRequests in and waking its producer when the consumers' Acks make room."""
+
+from __future__ import annotations
+
+import pytest
+
+from millrace.config import Configuration, FlowControlOptions
+from millrace.errors import ConfigError, PartitionNotFoundError
+from millrace.runtime.io.channel_window import ChannelWindow, FlowControlSettings
+from millrace.runtime.io.partition_events import (
+    Ack,
+    AckRequest,
+    CheckpointBarrier,
+    DataBundle,
+    Watermark,
+)
+from millrace.runtime.io.result_partition import ResultPartition
+from millrace.types import JobId, ResultPartitionId
+
+SESSION = 7
+
+
+def window(bundles: int = 3, size: int = 1000, interval: int = 2) -> ChannelWindow:
+    return ChannelWindow(FlowControlSettings(True, bundles, size, interval), SESSION)
+
+
+def send(w: ChannelWindow, size_bytes: int = 1) -> int:
+    sequence = w.stamp()
+    w.on_bundle(sequence, size_bytes)
+    return sequence
+
+
+def test_the_window_fills_at_max_unacked_bundles() -> None:
+    w = window(bundles=3)
+    for _ in range(3):
+        assert w.has_room
+        send(w)
+    assert not w.has_room and w.unacked_bundles == 3
+
+
+def test_the_window_fills_at_max_unacked_bytes_but_one_bundle_always_goes() -> None:
+    w = window(bundles=10, size=100)
+    assert w.has_room
+    send(w, size_bytes=500)  # larger than the window: allowed alone
+    assert not w.has_room and w.unacked_bytes == 500
+
+
+def test_an_ack_request_is_due_every_interval_and_when_the_window_fills() -> None:
+    w = window(bundles=3, interval=2)
+    send(w)
+    assert not w.ack_request_due
+    send(w)
+    assert w.ack_request_due
+    w.on_ack_request()
+    w.stamp()  # the AckRequest's own number
+    send(w)  # third bundle: the window is full, one bundle not covered yet
+    assert not w.has_room and w.ack_request_due
+
+
+def test_an_ack_frees_the_bundles_before_its_request_only() -> None:
+    w = window(bundles=4, interval=2)
+    send(w, 10)  # 0
+    send(w, 20)  # 1
+    request = w.stamp()  # 2: AckRequest
+    w.on_ack_request()
+    send(w, 40)  # 3
+    assert w.on_ack(Ack(SESSION, request, request + 1))
+    assert w.unacked_bundles == 1 and w.unacked_bytes == 40 and w.acked == request
+
+
+def test_stale_and_old_acks_are_ignored() -> None:
+    w = window()
+    send(w)
+    send(w)
+    assert not w.on_ack(Ack(SESSION + 1, 5, 6))  # another session's
+    assert w.on_ack(Ack(SESSION, 2, 3))
+    assert not w.on_ack(Ack(SESSION, 1, 2))  # older than the latest
+    assert w.unacked_bundles == 0
+
+
+def test_an_ack_reporting_fewer_events_than_sent_counts_them_lost() -> None:
+    w = window()
+    send(w)
+    send(w)
+    w.on_ack(Ack(SESSION, 2, 2))
+    assert w.lost == 1
+
+
+def test_with_flow_control_off_there_is_always_room_and_no_request() -> None:
+    w = ChannelWindow(FlowControlSettings(enabled=False, max_unacked_bundles=1), SESSION)
+    for _ in range(100):
+        send(w, 10**9)
+    assert w.has_room and not w.ack_request_due
+
+
+def test_settings_come_from_the_keys_and_a_bad_interval_fails_naming_it() -> None:
+    conf = Configuration({FlowControlOptions.MAX_UNACKED_BUNDLES.key: 5})
+    assert FlowControlSettings.from_configuration(conf).max_unacked_bundles == 5
+    bad = Configuration(
+        {
+            FlowControlOptions.MAX_UNACKED_BUNDLES.key: 2,
+            FlowControlOptions.ACK_REQUEST_INTERVAL.key: 3,
+        }
+    )
+    with pytest.raises(ConfigError, match="ack-request-interval"):
+        bad.validate()
+    with pytest.raises(ConfigError, match="max-unacked-bytes"):
+        Configuration({FlowControlOptions.MAX_UNACKED_BYTES.key: "0 b"}).validate()
+
+
+def partition(bundles: int = 2, interval: int = 1) -> ResultPartition:
+    settings = FlowControlSettings(True, bundles, 10**9, interval)
+    return ResultPartition(ResultPartitionId("p"), JobId("j"), 2, settings)
+
+
+def test_a_partition_puts_ack_requests_in_and_wakes_the_producer_on_the_ack() -> None:
+    p = partition(bundles=2, interval=1)
+    p.add(0, DataBundle("a", 1))
+    p.add(0, DataBundle("b", 1))
+    reply = p.poll(0, 0).result(0)
+    assert reply.events == (DataBundle("a", 1), AckRequest(), DataBundle("b", 1), AckRequest())
+    assert reply.sequences == (0, 1, 2, 3)
+    room = p.wait_for_room()
+    assert not room.done()  # channel 0 is full; channel 1 is not enough
+    p.acknowledge(0, Ack(p.session_id, 1, 2))  # the first request: one bundle freed
+    assert room.result(0) is None
+    assert p.has_room
+
+
+def test_barriers_and_watermarks_go_out_whatever_the_window() -> None:
+    p = partition(bundles=1)
+    p.add(0, DataBundle("a", 1))
+    assert not p.has_room
+    p.add(0, CheckpointBarrier(1, 0))
+    p.add(0, Watermark(5))
+    events = p.poll(0, 0).result(0).events
+    assert events[-2:] == (CheckpointBarrier(1, 0), Watermark(5))
+
+
+def test_releasing_a_partition_fails_the_producer_s_wait_for_room() -> None:
+    p = partition(bundles=1)
+    p.add(1, DataBundle("a", 1))
+    room = p.wait_for_room()
+    p.release("job cancelled")
+    with pytest.raises(PartitionNotFoundError, match="job cancelled"):
+        room.result(0)
