@@ -5,8 +5,8 @@ it is defined here, so that the TCP transport can rebuild any of them at a calle
 (``rpc/tcp/remote_errors.py`` rebuilds builtin exceptions and the classes of this module, and
 nothing else). Errors carry structured attributes (``job_id``, ``endpoint_id``, ``address``,
 ``key``) so callers can react without parsing messages, and their message names the object
-involved and, where there is one, the fix. A gateway method fails its future with one of these,
-never with a builtin exception (a bug excepted); each gateway's docstrings say which.
+involved and, where there is one, the fix. Gateway methods fail their futures with these (each
+gateway's docstrings say which), never with a builtin exception (a bug excepted).
 
 ::
 
@@ -41,16 +41,14 @@ never with a builtin exception (a bug excepted); each gateway's docstrings say w
     │   └── LeadershipLostError           this JobManager is no longer the leader
     ├── LocalZooKeeperError               a local ZooKeeper server cannot start or stop
     ├── MessageLossError                  a channel lost, repeated or mixed up partition events
+    ├── JobChangeError                    a live change (modify, rescale) is refused or failed
     └── ConfigError                       (also ValueError) an invalid configuration value
 
-A heartbeat timeout is not an exception: the failure detector tells its listener
-(``notify_heartbeat_timeout``), which fails the lost TaskManager's Executions with a cause that
-names the timeout; callers see it as the job's failure cause (``JobExecutionError``) or, for
-calls to the lost process, as ``RecipientUnreachableError`` / ``RpcTimeoutError``.
-
-Foreign errors are translated at one boundary each: Spark's errors become :class:`PipelineError`
-in ``millrace.spark`` alone; a source's SplitEnumerator failing a split request becomes
-:class:`PipelineError` at the Scheduler.
+A heartbeat timeout is not an exception: the failure detector's listener fails the lost
+TaskManager's Executions with a cause naming it (the job's ``JobExecutionError``; calls to the
+lost process: ``RecipientUnreachableError`` / ``RpcTimeoutError``). Foreign errors are
+translated at one boundary each: Spark's into :class:`PipelineError` in ``millrace.spark``; a
+SplitEnumerator failing a split request into :class:`PipelineError` at the Scheduler.
 """
 
 from __future__ import annotations
@@ -269,9 +267,8 @@ class CheckpointError(MillraceError):
 
 
 class JobChangeError(MillraceError):
-    """A live change of a running job (``millrace modify`` / ``rescale``) was refused or could
-    not be applied: an unknown transform or vertex, a bad parallelism, a job that is not a
-    RUNNING STREAMING job, or a change already in progress."""
+    """A live change (``millrace modify`` / ``rescale``) was refused or failed: an unknown transform
+    or vertex, a bad parallelism, not a RUNNING STREAMING job, or a change in progress."""
 
 
 class CheckpointDeclinedError(CheckpointError):
@@ -467,22 +464,17 @@ class LocalZooKeeperError(MillraceError):
 
 class MessageLossError(MillraceError):
     """A consumer found a channel's events out of sequence (seed 001's message-loss detection):
-    a gap (events lost), a repeat, or an event of a producer session that is not the channel's
-    current one (a stale producer attempt). The consuming task fails; the job recovers from its
-    latest checkpoint by its restart strategy.
+    a gap, a repeat, or a stale producer session; the task fails, the job recovers.
 
     Attributes:
         channel: The channel, e.g. ``"producer 0 -> consumer 1 of partition P"``.
         kind: ``"gap"``, ``"repeat"`` or ``"stale session"``.
-        expected: What the consumer expected (the next sequence number, or the session id).
+        expected: The next sequence number (or the session id) expected.
         seen: What arrived instead.
     """
 
     def __init__(self, channel: str, kind: str, expected: int, seen: int) -> None:
-        self.channel = channel
-        self.kind = kind
-        self.expected = expected
-        self.seen = seen
+        self.channel, self.kind, self.expected, self.seen = channel, kind, expected, seen
         what = "session" if kind == "stale session" else "sequence number"
         super().__init__(
             f"message loss detected on channel {channel}: {kind}: expected {what} {expected}, "

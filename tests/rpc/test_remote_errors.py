@@ -62,6 +62,8 @@ EXAMPLES: dict[type[errors.MillraceError], errors.MillraceError] = {
     errors.LocalZooKeeperError: errors.LocalZooKeeperError(
         "/tmp/zk", "it did not answer within 30 s", "ERROR bind failed"
     ),
+    errors.JobChangeError: errors.JobChangeError("no transform named 'tag'"),
+    errors.MessageLossError: errors.MessageLossError("producer 0 -> consumer 1", "gap", 4, 6),
 }
 
 
