@@ -7,16 +7,28 @@ from pathlib import Path
 from rich.console import Console
 
 from millrace.config import Configuration, PipelineOptions
+from millrace.runtime.executiongraph import IOMetrics
 from millrace.runtime.job_result import JobResult, JobResultSuccess
 from millrace.runtime.jobgraph import JobGraph, OperatorKind
 
-__all__ = ["print_summary"]
+__all__ = ["print_summary", "time_shares"]
+
+
+def time_shares(metrics: IOMetrics) -> str:
+    """``"; busy 58%, idle 40%, back-pressured 2%"``: how the vertex's subtasks spent their
+    RUNNING time (Flink's busy, idle and back-pressured time, summed over the subtasks); ""
+    before any was measured."""
+    total = metrics.busy_ms + metrics.idle_ms + metrics.backpressured_ms
+    if total <= 0:
+        return ""
+    busy, idle = metrics.busy_ms / total, metrics.idle_ms / total
+    return f"; busy {busy:.0%}, idle {idle:.0%}, back-pressured {1 - busy - idle:.0%}"
 
 
 def print_summary(
     console: Console, job_graph: JobGraph, result: JobResult, conf: Configuration
 ) -> None:
-    """Status, duration, per-vertex counters and rows written of one job."""
+    """Status, duration, per-vertex counters and time shares, and rows written of one job."""
     if not isinstance(result, JobResultSuccess):
         console.print(
             f"[red]{job_graph.name} {result.status.name}[/] after "
@@ -39,7 +51,8 @@ def print_summary(
         )
         console.print(
             f"      records in {m.records_in:,}, out {m.records_out:,}; dead letters "
-            f"{m.dead_letters:,}, late {m.late_records:,}; Spark jobs {m.bundles:,}",
+            f"{m.dead_letters:,}, late {m.late_records:,}; Spark jobs {m.bundles:,}"
+            + time_shares(m),
             highlight=False,
         )
     for vertex in job_graph.vertices:
