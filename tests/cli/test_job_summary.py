@@ -13,6 +13,11 @@ def test_the_shares_of_a_vertexs_running_time() -> None:
     assert time_shares(metrics) == "; busy 58%, idle 40%, back-pressured 2%"
 
 
+def test_a_vertex_never_back_pressured_shows_0_percent_not_minus_0() -> None:
+    assert time_shares(IOMetrics(busy_ms=1000, idle_ms=0)).endswith("back-pressured 0%")
+    assert time_shares(IOMetrics(busy_ms=7, idle_ms=3)).endswith("back-pressured 0%")
+
+
 def test_a_vertex_never_measured_shows_no_shares() -> None:
     assert time_shares(IOMetrics(records_in=10)) == ""
 

@@ -21,8 +21,12 @@ def time_shares(metrics: IOMetrics) -> str:
     total = metrics.busy_ms + metrics.idle_ms + metrics.backpressured_ms
     if total <= 0:
         return ""
-    busy, idle = metrics.busy_ms / total, metrics.idle_ms / total
-    return f"; busy {busy:.0%}, idle {idle:.0%}, back-pressured {1 - busy - idle:.0%}"
+    busy, idle, pressed = (
+        metrics.busy_ms / total,
+        metrics.idle_ms / total,
+        metrics.backpressured_ms / total,
+    )
+    return f"; busy {busy:.0%}, idle {idle:.0%}, back-pressured {pressed:.0%}"
 
 
 def print_summary(
