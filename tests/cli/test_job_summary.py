@@ -15,7 +15,7 @@ def test_the_shares_of_a_vertexs_running_time() -> None:
 
 def test_a_vertex_never_back_pressured_shows_0_percent_not_minus_0() -> None:
     assert time_shares(IOMetrics(busy_ms=1000, idle_ms=0)).endswith("back-pressured 0%")
-    assert time_shares(IOMetrics(busy_ms=7, idle_ms=3)).endswith("back-pressured 0%")
+    assert time_shares(IOMetrics(busy_ms=2, idle_ms=9)).endswith("back-pressured 0%")  # was -0%
 
 
 def test_a_vertex_never_measured_shows_no_shares() -> None:
