@@ -145,3 +145,19 @@ def test_releasing_a_partition_fails_the_producer_s_wait_for_room() -> None:
     p.release("job cancelled")
     with pytest.raises(PartitionNotFoundError, match="job cancelled"):
         room.result(0)
+
+
+def test_a_repeated_ack_request_frees_a_window_whose_ack_was_lost() -> None:
+    p = partition(bundles=1, interval=1)
+    p.add(0, DataBundle("a", 1))  # the window is full; its AckRequest is event 1
+    room = p.wait_for_room()
+    # the consumer's Ack of request 1 is lost with its connection: nothing frees the window
+    p.request_acks()  # the producer, having waited, asks again
+    events = p.poll(0, 0).result(0)
+    assert events.events == (DataBundle("a", 1), AckRequest(), AckRequest())
+    assert events.sequences == (0, 1, 2)
+    assert not p.poll(1, 0).done()  # channel 1 has room: nothing put in, its pull parks
+    p.acknowledge(0, Ack(p.session_id, 2, 3))  # the answer to the repeated request
+    assert room.result(0) is None and p.has_room
+    p.acknowledge(0, Ack(p.session_id, 1, 2))  # the lost one, late: ignored
+    assert p.has_room

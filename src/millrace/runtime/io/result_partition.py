@@ -125,6 +125,17 @@ class ResultPartition:
             self._room.append(future)
         return future
 
+    def request_acks(self) -> None:
+        """Put a fresh AckRequest into every channel whose window is full (its producer has
+        waited for room a while). An Ack is a tell: one lost with a connection would leave a
+        full window waiting for an answer to a request already taken; the repeated request is
+        answered by the consumer like any other, and an Ack that is not newer is ignored."""
+        for subpartition, window in enumerate(self.windows):
+            if not window.has_room and not self.finished:
+                window.on_ack_request()
+                self._append(subpartition, AckRequest())
+                self._wake(subpartition)
+
     def acknowledge(self, subpartition: int, ack: Ack) -> None:
         """A consumer's Ack: free its channel's window up to the AckRequest it answers
         (ignored if stale or out of range); wake the producer if every channel has room."""

@@ -89,6 +89,12 @@ class PartitionFlowControl:
             return done
         return partition.wait_for_room()
 
+    def _request_acks(self, partition_id: ResultPartitionId) -> None:
+        """Main thread: repeat the AckRequest of every full channel of the partition."""
+        partition = self._partitions.get(partition_id)
+        if partition is not None:
+            partition.request_acks()
+
 
 class OutputRoom:
     """A producing task's view of its output channels' room (any thread; each call is a
@@ -105,3 +111,8 @@ class OutputRoom:
     def wait(self) -> Future[None]:
         """Completed once every channel has room."""
         return self._executor.call_async(lambda: self._executor._wait_for_room(self._partition_id))
+
+    def request_acks(self) -> None:
+        """Repeat the AckRequest of every full channel (a producer waiting long: an Ack may
+        have been lost with a connection)."""
+        self._executor.call_async(lambda: self._executor._request_acks(self._partition_id))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["AbstractInvokable", "CheckpointResponder", "TaskEnvironment"]
 
 _SPARK_WAIT_STEP = 0.2  # seconds between cancellation checks while Spark starts
+_ACK_REQUEST_REPEAT = 2.0  # seconds a producer waits for room before it repeats its AckRequests
 
 
 class CheckpointResponder(Protocol):
@@ -178,6 +180,7 @@ class TaskEnvironment:
         if self._output_room is None or self._result(self._output_room.has_room(), step):
             return  # a quick round trip, counted as busy
         room = self._output_room.wait()
+        repeat_at = time.monotonic() + _ACK_REQUEST_REPEAT
         while True:
             with self.io_metrics.back_pressured():  # timed step by step: seen while it lasts
                 try:
@@ -187,6 +190,9 @@ class TaskEnvironment:
                     pass
             self.check_cancelled()
             while_waiting()
+            if time.monotonic() >= repeat_at:  # an Ack lost with a connection: ask again
+                self._output_room.request_acks()
+                repeat_at = time.monotonic() + _ACK_REQUEST_REPEAT
 
     def _result(self, future: Future[bool], step: float) -> bool:
         """``future``'s result, checking for cancellation every ``step`` seconds."""
