@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from millrace.connectors.http_source_log import IngestLog, list_segments, truncation_mark
+from millrace.connectors.http_source_log import (
+    WRITER_LOCK,
+    IngestLog,
+    list_segments,
+    truncation_mark,
+)
 from tests.waiting import result_within
 
 
@@ -50,7 +55,7 @@ def test_an_appended_segment_is_complete_when_append_returns(log: IngestLog) -> 
     segment under a segment name)."""
     data = _lines(*range(1000))
     log.append(data, 1000)
-    names = os.listdir(log.url)
+    names = sorted(set(os.listdir(log.url)) - {WRITER_LOCK})
     assert names == ["00000000000000000000-00000000000000001000.jsonl"]
     assert Path(log.url, names[0]).read_bytes() == data
 
@@ -113,3 +118,24 @@ def test_a_log_on_fsspec_storage(memory_root: str) -> None:
         assert [(s.first, s.end) for s in list_segments(log.url)] == [(2, 3)]
     finally:
         log.close()
+
+
+def test_a_second_writer_of_one_log_is_refused(log: IngestLog) -> None:
+    """One writer per directory: a stale leader's or a second source's writer would reuse
+    offsets another writer already answered 202 for."""
+    with pytest.raises(OSError, match="another writer holds it"):
+        IngestLog(log.url)
+    log.close()
+    again = IngestLog(log.url)  # released with the first writer
+    again.close()
+
+
+def test_an_append_never_overwrites_an_existing_segment(log: IngestLog) -> None:
+    """A segment already in place (written by a writer whose offsets this one did not know)
+    is never replaced: the append fails, nothing appended."""
+    existing = Path(log.url, "00000000000000000000-00000000000000000002.jsonl")
+    existing.write_bytes(_lines(7, 8))
+    with pytest.raises(FileExistsError):
+        log.append(_lines(1, 2), 2)
+    assert existing.read_bytes() == _lines(7, 8)
+    assert log.next_offset == 0

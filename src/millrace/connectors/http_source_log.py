@@ -25,6 +25,7 @@ Threading:
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 _SEGMENT = re.compile(r"^(\d{20})-(\d{20})\.jsonl$")
 TRUNCATED = "_truncated"
+WRITER_LOCK = "_writer.lock"
 
 
 @dataclass(frozen=True, order=True)
@@ -118,6 +120,7 @@ class IngestLog:
         self.url = url.rstrip("/")
         self._fs, self._path = _fs(self.url)
         self._fs.makedirs(self._path, exist_ok=True)
+        self._lock_fd = _lock_writer(self._path) if _is_local(self._fs) else None
         segments = list_segments(self.url)
         self._truncated = truncation_mark(self.url)
         self._next = max([self._truncated, *(s.end for s in segments)])
@@ -153,7 +156,7 @@ class IngestLog:
         first, end = self._next, self._next + records
         name = f"{first:020d}-{end:020d}.jsonl"
         if _is_local(self._fs):
-            _write_local(self._path, name, data)
+            _write_local(self._path, name, data, overwrite=False)
         else:
             with self._fs.open(f"{self._path}/{name}", "wb") as f:
                 f.write(data)
@@ -172,7 +175,7 @@ class IngestLog:
         gone = [s for s in list_segments(self.url) if s.end <= position]
         mark = f"{position}\n".encode()
         if _is_local(self._fs):
-            _write_local(self._path, TRUNCATED, mark)
+            _write_local(self._path, TRUNCATED, mark, overwrite=True)
         else:
             with self._fs.open(f"{self._path}/{TRUNCATED}", "wb") as f:
                 f.write(mark)
@@ -186,12 +189,30 @@ class IngestLog:
         return len(gone)
 
     def close(self) -> None:
-        """Finish pending writes and stop the writer thread."""
+        """Finish pending writes, stop the writer thread and release the directory."""
         self._writer.shutdown(wait=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
 
-def _write_local(directory: str, name: str, data: bytes) -> None:
-    """Write ``directory/name`` durably: temporary file, fsync, rename, directory fsync."""
+def _lock_writer(directory: str) -> int:
+    """Hold ``directory/_writer.lock`` exclusively (flock) for the log's lifetime: one writer
+    per log, so two (a stale leader's and a new one's, or two sources of one name) never write
+    the same offsets. Raises OSError naming the directory if another writer holds it."""
+    fd = os.open(os.path.join(directory, WRITER_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OSError(f"http source log {directory}: another writer holds it") from None
+    return fd
+
+
+def _write_local(directory: str, name: str, data: bytes, *, overwrite: bool) -> None:
+    """Write ``directory/name`` durably: temporary file, fsync, rename (or, without
+    ``overwrite``, a hard link that fails with FileExistsError if the name exists), directory
+    fsync."""
     temporary = os.path.join(directory, f".{name}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -201,7 +222,13 @@ def _write_local(directory: str, name: str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(temporary, os.path.join(directory, name))
+    if overwrite:
+        os.replace(temporary, os.path.join(directory, name))
+    else:
+        try:  # never over an existing file: a segment answered 202 is never overwritten
+            os.link(temporary, os.path.join(directory, name))
+        finally:
+            os.unlink(temporary)
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

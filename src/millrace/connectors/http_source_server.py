@@ -87,13 +87,17 @@ class HttpIngestServer:
     def log_for(self, name: str, url: str) -> IngestLog:
         """The log of source ``name`` at ``url``: the running writer if it is registered with
         the same directory, else a new one continuing the directory (blocking I/O)."""
-        log = self.logs.get(name)
-        if log is None or log.url != url.rstrip("/"):
-            if log is not None:  # a source of another job (or path) took the name over
-                logger.warning("http source %s: now writing %s instead of %s", name, url, log.url)
-            log = IngestLog(url)
-            self.logs[name] = log
-        return log
+        with _lock:  # I/O executor threads of several JobMasters
+            log = self.logs.get(name)
+            if log is None or log.url != url.rstrip("/"):
+                if log is not None:  # a source of another job (or path) took the name over
+                    logger.warning(
+                        "http source %s: now writing %s instead of %s", name, url, log.url
+                    )
+                    log.close()  # its writer thread and directory lock
+                log = IngestLog(url)
+                self.logs = {**self.logs, name: log}  # replaced, never mutated: read unlocked
+            return log
 
     def _app(self) -> FastAPI:
         app = FastAPI(title="Millrace HttpSource", docs_url=None, redoc_url=None)
