@@ -108,3 +108,15 @@ def test_a_batch_job_is_not_changed(tmp_path) -> None:
         assert isinstance(error, JobChangeError) and "BATCH job" in str(error)
     finally:
         cluster.close()
+
+
+def test_a_job_with_concurrent_checkpoints_is_not_changed(tmp_path) -> None:
+    """A periodic checkpoint after the savepoint's barrier could complete after the old tasks
+    stopped and commit what the new tasks replay: a change needs one checkpoint at a time."""
+    cluster = Cluster(tmp_path, **{"execution.checkpointing.max-concurrent-checkpoints": "2"})
+    try:
+        error = cluster.gateway.change_job(JobChangeRequest(parallelism=1)).exception(WAIT)
+        assert isinstance(error, JobChangeError), error
+        assert "max-concurrent-checkpoints=2" in str(error)
+    finally:
+        cluster.close()

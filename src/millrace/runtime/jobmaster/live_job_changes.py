@@ -130,6 +130,13 @@ class LiveJobChanges:
                 raise JobChangeError(f"job {name!r} is being changed already; retry after it")
             if scheduler.status is not JobStatus.RUNNING:
                 raise JobChangeError(f"job {name!r} is {scheduler.status.name}, not RUNNING")
+            if scheduler.checkpoints.settings.max_concurrent > 1:
+                # a periodic checkpoint after the savepoint's barrier could complete (and
+                # commit) after the old tasks stopped, and the new ones would replay it
+                raise JobChangeError(
+                    f"job {name!r} runs execution.checkpointing.max-concurrent-checkpoints="
+                    f"{scheduler.checkpoints.settings.max_concurrent}; a live change needs 1"
+                )
             plan = plan_change(self._job.job_graph, request)
             taking = scheduler.checkpoints.trigger(is_savepoint=True)
         except (JobChangeError, CheckpointError) as error:
