@@ -136,6 +136,20 @@ def test_the_savepoint_table_is_bounded() -> None:
     assert table.add(JobId("j"), Future()) is not None and len(table) == 3
 
 
+def test_a_full_savepoint_table_starts_nothing() -> None:
+    """A savepoint, stop or rescale refused with 429 was never started."""
+    table = SavepointRequests(ManualClock(), store_duration=60.0, max_requests=1)
+    started: list[Future[str]] = []
+
+    def starting() -> Future[str]:
+        started.append(Future())
+        return started[-1]
+
+    assert table.start(JobId("j"), starting) is not None
+    assert table.start(JobId("j"), starting) is None
+    assert len(started) == 1
+
+
 # Schemathesis ----------------------------------------------------------------------------------
 
 # A submitted JobGraph is msgpack bytes: generated as a binary string, sent as is.

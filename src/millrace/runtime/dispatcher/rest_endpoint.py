@@ -256,13 +256,15 @@ def create_rest_app(
         except CheckpointError as error:
             raise HTTPException(400, str(error)) from None
         await running(lambda: dispatcher.request_job_details(JobId(jobid)))
-        taking = dispatcher.trigger_savepoint(
+        request_id = savepoints.start(  # nothing starts when the table is full
             JobId(jobid),
-            target if request.target_directory else None,
-            request.cancel_job,
-            timeout=_SAVEPOINT_TIMEOUT,
+            lambda: dispatcher.trigger_savepoint(
+                JobId(jobid),
+                target if request.target_directory else None,
+                request.cancel_job,
+                timeout=_SAVEPOINT_TIMEOUT,
+            ),
         )
-        request_id = savepoints.add(JobId(jobid), taking)
         if request_id is None:
             raise HTTPException(429, "too many savepoint requests in progress; try again later")
         return TriggerResponse(request_id=request_id)

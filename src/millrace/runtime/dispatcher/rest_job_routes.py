@@ -275,13 +275,15 @@ def job_routes(
             await wait(dispatcher.request_job_details(JobId(jobid)))
         except JobSubmissionError as error:
             raise HTTPException(404, str(error)) from None
-        taking = dispatcher.trigger_savepoint(
+        request_id = savepoints.start(  # nothing starts when the table is full
             JobId(jobid),
-            target if request.target_directory else None,
-            True,
-            timeout=SAVEPOINT_TIMEOUT,
+            lambda: dispatcher.trigger_savepoint(
+                JobId(jobid),
+                target if request.target_directory else None,
+                True,
+                timeout=SAVEPOINT_TIMEOUT,
+            ),
         )
-        request_id = savepoints.add(JobId(jobid), taking)
         if request_id is None:
             raise HTTPException(429, "too many savepoint requests in progress; try again later")
         return TriggerResponse(request_id=request_id)

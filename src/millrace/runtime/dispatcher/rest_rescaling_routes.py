@@ -83,8 +83,10 @@ def rescaling_routes(
         except JobSubmissionError as error:
             raise HTTPException(404, str(error)) from None
         request = JobChangeRequest(parallelism=parallelism, vertex=vertex)
-        changing = dispatcher.change_job(JobId(jobid), request, timeout=RESCALING_TIMEOUT)
-        trigger_id = requests.add(JobId(jobid), changing)  # type: ignore[arg-type]
+        trigger_id = requests.start(  # nothing starts when the table is full
+            JobId(jobid),
+            lambda: dispatcher.change_job(JobId(jobid), request, timeout=RESCALING_TIMEOUT),
+        )
         if trigger_id is None:
             raise HTTPException(429, "too many rescaling requests in progress; try again later")
         return TriggerResponse(request_id=trigger_id)

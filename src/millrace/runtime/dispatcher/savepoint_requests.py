@@ -12,8 +12,10 @@ Threading:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from millrace.clock import Clock
 from millrace.types import JobId, new_id
@@ -61,6 +63,14 @@ class SavepointRequests:
 
         future.add_done_callback(finished)
         return request_id
+
+    def start(self, job_id: JobId, starting: Callable[[], Future[Any]]) -> str | None:
+        """Start a request with ``starting()`` only if the table has room for it: returns its
+        id, or None (nothing started) if the table is full of requests still running."""
+        self.prune()
+        if len(self._requests) >= self._max_requests:
+            return None
+        return self.add(job_id, starting())
 
     def get(self, job_id: JobId, request_id: str) -> Future[str] | None:
         """The request ``request_id`` of job ``job_id``; None if unknown, forgotten, or of
