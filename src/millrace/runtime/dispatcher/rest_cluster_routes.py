@@ -11,7 +11,7 @@ Flink (``rest_guard.py``).
 
 Threading:
     uvicorn's event loop; the Dispatcher and the ResourceManager only through their gateways;
-    file reads in a worker thread.
+    file reads in a worker thread (a log answered whole, its last 16 MiB at most).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import FileResponse, PlainTextResponse
+from fastapi.responses import PlainTextResponse
 
 from millrace.errors import JobSubmissionError
 from millrace.runtime.dispatcher.dispatcher_gateway import DispatcherGateway
@@ -189,10 +189,24 @@ def cluster_routes(
             },
         },
     )
-    async def jobmanager_log(name: str) -> FileResponse:
+    async def jobmanager_log(name: str) -> PlainTextResponse:
         path = (await logs()).get(name)
         if path is None:
             raise HTTPException(404, f"no log file {name!r}; GET /jobmanager/logs lists them")
-        return FileResponse(path, media_type="text/plain; charset=utf-8")
+        # read whole at once: the process appends to its log, and a file streamed with the
+        # length it had when stat'ed outgrows its Content-Length (uvicorn drops the answer)
+        text = await asyncio.to_thread(_tail, path, _LOG_BYTES)
+        return PlainTextResponse(text, media_type="text/plain; charset=utf-8")
 
     return router
+
+
+_LOG_BYTES = 16 * 1024 * 1024  # the most of a log file one answer carries (its end)
+
+
+def _tail(path: Path, limit: int) -> bytes:
+    """The last ``limit`` bytes of ``path`` as they are now (worker thread)."""
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - limit))
+        return f.read(limit)
