@@ -18,6 +18,7 @@ import pytest
 from millrace.clock import ManualClock
 from millrace.config import Configuration
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
+from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
 from millrace.runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from millrace.runtime.executiongraph import ExecutionGraph, ExecutionState, JobStatus
 from millrace.runtime.job_result import JobResult, JobResultFailure, JobResultSuccess
@@ -40,6 +41,26 @@ class InlineExecutor(Executor):
         except Exception as error:
             future.set_exception(error)
         return future
+
+
+class HeldExecutor(Executor):
+    """Runs nothing until ``release``: a checkpoint's metadata write still in progress."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[Future[Any], Any]] = []
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        future: Future[Any] = Future()
+        self.held.append((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def release(self) -> None:
+        while self.held:
+            future, call = self.held.pop(0)
+            try:
+                future.set_result(call())
+            except Exception as error:
+                future.set_exception(error)
 
 
 class Preparer:
@@ -83,10 +104,37 @@ class FlakySink:
         pass
 
 
+class StagingSink(FlakySink):
+    """A sink with staged handles that a commit consumes; committing one that is gone fails,
+    as a file staged for PostgreSQL that an earlier commit already loaded."""
+
+    def __init__(self) -> None:
+        super().__init__(failures=0)
+        self.staged: set[str] = set()
+        self.committed: list[tuple[int, tuple[str, ...]]] = []
+
+    def commit(self, job_id: str, commit_id: int, pending: Sequence[str]) -> None:
+        gone = [h for h in pending if h not in self.staged]
+        if gone:
+            raise OSError(f"staged {gone} of commit {commit_id} is gone")
+        self.staged -= set(pending)
+        self.committed.append((commit_id, tuple(pending)))
+        super().commit(job_id, commit_id, pending)
+
+    def pending(self, job_id: str, attempt_ids: Collection[str]) -> list[str]:
+        return sorted(self.staged)
+
+
 class Job:
     """One job of 2 source subtasks in 2 slots of one TaskManager, and its Scheduler."""
 
-    def __init__(self, tmp_path: Any, attempts: int = 2, sink: FlakySink | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Any,
+        attempts: int = 2,
+        sink: FlakySink | None = None,
+        io: Executor | None = None,
+    ) -> None:
         self.main_thread = ManuallyTriggeredMainThreadExecutor(ManualClock())
         self.graph = JobGraph("job", [JobVertex("source", 2, "m:Source", (), True, "src")], [])
         self.gateway = TestingTaskExecutorGateway()
@@ -110,7 +158,7 @@ class Job:
             ExecutionGraph(self.graph),
             configuration,
             self.main_thread,
-            InlineExecutor(),
+            io or InlineExecutor(),
             self.preparer,  # type: ignore[arg-type]
             committer,
             CheckpointStorage(str(tmp_path / "chk"), str(tmp_path / "sp")),
@@ -253,6 +301,31 @@ def test_a_finished_job_commits_its_final_checkpoint_then_finishes(tmp_path) -> 
     assert sink.commits == [1]  # the final checkpoint, id 1
     [result] = job.results
     assert isinstance(result, JobResultSuccess)
+
+
+def test_a_checkpoint_completing_as_the_job_finishes_commits_its_own_data_once(
+    tmp_path,
+) -> None:
+    """Both tasks acknowledge checkpoint 1 (one staged "part-1" before the barrier) and finish
+    while its metadata is still being written: the final checkpoint waits for it, so "part-1"
+    is committed by checkpoint 1 alone, not claimed again by the final one (seen in CI under
+    high availability: the final commit found a staged file gone)."""
+    sink, io = StagingSink(), HeldExecutor()
+    job = Job(tmp_path, sink=sink, io=io)
+    job.start()
+    attempts = job.run_all()
+    job.scheduler.checkpoints.trigger()
+    sink.staged.add("part-1")
+    for attempt, staged in zip(attempts, [("part-1",), ()], strict=True):
+        snapshot = TaskStateSnapshot(sink_pending={1: staged} if staged else {})
+        job.scheduler.checkpoints.acknowledge(ExecutionAttemptId(attempt), 1, snapshot)
+    for attempt in attempts:
+        job.report(attempt, ExecutionState.FINISHED)
+    while io.held:  # the writes finish, in order
+        io.release()
+        job.main_thread.trigger_all()
+    assert job.scheduler.status is JobStatus.FINISHED, job.results
+    assert sink.committed == [(1, ("part-1",))]  # the final checkpoint 2 staged nothing
 
 
 def test_a_failed_final_commit_is_retried_while_the_strategy_allows(tmp_path) -> None:

@@ -154,6 +154,12 @@ class CheckpointCoordinator:
         """Whether a complete checkpoint's metadata is being written (a restore waits)."""
         return any(p.finalizing for p in self._pending.values())
 
+    def being_written(self) -> list[Future[CheckpointMetadata]]:
+        """Futures of the complete checkpoints whose metadata is being written; each is done,
+        on the main thread, once its checkpoint completed (sinks' commit submitted) or failed.
+        The final checkpoint waits for them: its commit must not claim their staged data."""
+        return [p.future for p in self._pending.values() if p.finalizing]
+
     # Restore -----------------------------------------------------------------------------------
 
     def restore(self, metadata: CheckpointMetadata) -> None:

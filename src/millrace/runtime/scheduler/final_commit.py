@@ -1,9 +1,11 @@
 """FinalCommit: the end of a bounded job — its last staged output as the final checkpoint,
 committed (Flink's final checkpoint, FLIP-147).
 
-When every Execution FINISHED, what the final attempts' sinks staged after the last checkpoint
-is listed (on the SinkCommitter's thread), written as the final checkpoint (every split
-finished, no state), and that checkpoint is committed. A failure anywhere is retried after the
+When every Execution FINISHED and every complete checkpoint's metadata is written (a checkpoint
+completing meanwhile owns the data its tasks staged before its barrier), what the final
+attempts' sinks staged after the last checkpoint is listed (on the SinkCommitter's thread),
+written as the final checkpoint (every split finished, no state), and that checkpoint is
+committed. A failure anywhere is retried after the
 restart strategy's delay while it allows (a database outage is common), always committing the
 same final checkpoint once it is written; with no restart left the job fails and the final
 checkpoint stays retained, so a resume from it commits what is owed and reads nothing again.
@@ -73,6 +75,10 @@ class FinalCommit:
             return
         if self._final is not None:
             self._main_thread.when_done(self._committer.finish(self._final), self._committed)
+            return
+        writing = self._checkpoints.being_written()
+        if writing:  # its staged data is that checkpoint's to commit, not the final one's
+            self._main_thread.when_done(writing[0], lambda _: self.start())
             return
         attempts: dict[str, set[str]] = {
             jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
