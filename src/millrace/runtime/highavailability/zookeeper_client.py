@@ -18,7 +18,12 @@ from kazoo.retry import KazooRetry
 from millrace.config import Configuration, HighAvailabilityOptions
 from millrace.errors import HighAvailabilityError
 
-__all__ = ["start_zookeeper_client", "stop_zookeeper_client", "zookeeper_errors"]
+__all__ = [
+    "reconnect_delay_cap",
+    "start_zookeeper_client",
+    "stop_zookeeper_client",
+    "zookeeper_errors",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +35,8 @@ def start_zookeeper_client(configuration: Configuration) -> KazooClient:
 
     Session timeout, connection timeout, retry wait and attempts come from the
     ``high-availability.zookeeper.client.*`` keys (s). Connection attempts after a loss are
-    retried forever (the session may still be alive); single operations up to
+    retried forever (the session may still be alive), the doubling wait between them capped
+    by :func:`reconnect_delay_cap`; single operations up to
     ``max-retry-attempts`` times.
 
     Raises:
@@ -43,10 +49,13 @@ def start_zookeeper_client(configuration: Configuration) -> KazooClient:
     quorum = configuration.get(HighAvailabilityOptions.ZOOKEEPER_QUORUM)
     wait = configuration.get(HighAvailabilityOptions.RETRY_WAIT)
     connection_timeout = configuration.get(HighAvailabilityOptions.CONNECTION_TIMEOUT)
+    session_timeout = configuration.get(HighAvailabilityOptions.SESSION_TIMEOUT)
     client = KazooClient(
         hosts=quorum,
-        timeout=configuration.get(HighAvailabilityOptions.SESSION_TIMEOUT),
-        connection_retry=KazooRetry(max_tries=-1, delay=wait, max_delay=_MAX_RETRY_DELAY),
+        timeout=session_timeout,
+        connection_retry=KazooRetry(
+            max_tries=-1, delay=wait, max_delay=reconnect_delay_cap(session_timeout)
+        ),
         command_retry=KazooRetry(
             max_tries=configuration.get(HighAvailabilityOptions.MAX_RETRY_ATTEMPTS),
             delay=wait,
@@ -64,6 +73,15 @@ def start_zookeeper_client(configuration: Configuration) -> KazooClient:
         ) from None
     logger.info("connected to ZooKeeper %s", quorum)
     return client
+
+
+def reconnect_delay_cap(session_timeout: float) -> float:
+    """Longest wait between two connection attempts after a loss, in s: a quarter of the
+    session timeout (at most 10 s), so that with kazoo's jitter (up to 1.4x) a client retries
+    well within the session timeout of a server coming back. A ZooKeeper server restores its
+    sessions at restart and expires each one the session timeout after, unless its client
+    reconnected; a doubling wait that grew during a long outage would miss that window."""
+    return min(_MAX_RETRY_DELAY, session_timeout / 4)
 
 
 def stop_zookeeper_client(client: KazooClient) -> None:

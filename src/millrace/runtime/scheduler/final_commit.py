@@ -5,10 +5,10 @@ When every Execution FINISHED and every complete checkpoint's metadata is writte
 completing meanwhile owns the data its tasks staged before its barrier), what the final
 attempts' sinks staged after the last checkpoint is listed (on the SinkCommitter's thread),
 written as the final checkpoint (every split finished, no state), and that checkpoint is
-committed. A failure anywhere is retried after the
-restart strategy's delay while it allows (a database outage is common), always committing the
-same final checkpoint once it is written; with no restart left the job fails and the final
-checkpoint stays retained, so a resume from it commits what is owed and reads nothing again.
+committed. A failure anywhere is retried after the restart strategy's delay while it allows (a
+database outage is common), always committing the same final checkpoint once it is written;
+with no restart left the job fails and the final checkpoint stays retained, so a resume from
+it commits what is owed and reads nothing again.
 
 Threading:
     Main thread of the JobMaster only.
