@@ -28,7 +28,7 @@ from tests.integration.kafka_flights import (
     produce_range,
 )
 from tests.integration.streams import assert_exactly, committed, wait_for_rows
-from tests.waiting import result_within
+from tests.waiting import result_within, wait_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -184,3 +184,31 @@ def test_rescale_two_one_three_keeps_the_output_exact(
 
     assert_exactly(committed(out), topic.fired_before(4))
     assert {v.parallelism for v in info.vertices} == {3}
+
+
+def test_a_job_on_an_empty_topic_runs_every_task_and_rescales(
+    spark, kafka_broker, flights_dir, tmp_path
+) -> None:
+    """No message yet: the windows still deploy once the sources run (a source's first event
+    is its starting watermark), so a live change's savepoint completes on an idle stream, and
+    the records that come later are counted exactly. (Deployed on the first records instead,
+    a Kafka job restored with no new input took no savepoint and fired no restored window:
+    CI's rescale test.)"""
+    topic = FlightsTopic(kafka_broker.bootstrap_servers, flights_dir)
+    conf, graph, out = start_job(spark, topic, tmp_path, "live-idle")
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        cluster.job_client.submit_job_detached(graph).result(60)
+        wait_value(
+            lambda: dispatcher.request_job_details(graph.job_id).result(30),
+            lambda d: all(v.states == {"RUNNING": v.parallelism} for v in d.vertices),
+            what="every task RUNNING with no message in the topic",
+        )
+        result = change(dispatcher, graph.job_id, JobChangeRequest(parallelism=1))
+        topic.arrive_until(2)
+        wait_for_rows(out, len(topic.fired_before(2)))
+        dispatcher.cancel_job(graph.job_id).result(30)
+
+    assert result.running_ms > 0  # every task of the changed job ran, the windows included
+    assert_exactly(committed(out), topic.fired_before(2))

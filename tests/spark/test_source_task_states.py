@@ -27,6 +27,7 @@ from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
+    MIN_WATERMARK,
     CheckpointBarrier,
     EndOfPartition,
     Watermark,
@@ -91,6 +92,7 @@ class Harness:
     replies: list[NextInputSplit] = field(default_factory=list)
     events: list[Any] = field(default_factory=list)
     acks: list[tuple[int, TaskStateSnapshot]] = field(default_factory=list)
+    restore: TaskStateSnapshot | None = None
 
     def __post_init__(self) -> None:
         source = SourceOperator(ScriptedSource(self.boundedness), None, 0, "scripted", None)
@@ -115,6 +117,7 @@ class Harness:
             1,
             (),
             128,
+            restore=self.restore,
         )
         session: Future[Any] = Future()
         context = SimpleNamespace(
@@ -183,7 +186,22 @@ def test_a_bounded_source_without_splits_ends_with_max_watermark_and_end_of_part
     result_within(harness.ended, WAIT, what="the task to end")
     assert [(i, s.split_states) for i, s in harness.acks] == [(1, ())]
     assert harness.events[-2:] == [Watermark(MAX_WATERMARK), EndOfPartition()]
-    assert isinstance(harness.events[0], CheckpointBarrier)  # before anything else
+    # the watermark it starts from is its first event (its consumers deploy on it), and the
+    # checkpoint triggered before it ran is taken at the first boundary, before any data
+    assert harness.events[0] == Watermark(MIN_WATERMARK)
+    assert isinstance(harness.events[1], CheckpointBarrier)
+
+
+def test_the_first_event_of_a_restored_source_is_its_restored_watermark(tmp_path) -> None:
+    harness = Harness(
+        Boundedness.BOUNDED,
+        tmp_path,
+        [NextInputSplit(None, MAX_WATERMARK)],
+        restore=TaskStateSnapshot(watermark_ms=1_000_000),
+    )
+    harness.run()
+    result_within(harness.ended, WAIT, what="the task to end")
+    assert harness.events[0] == Watermark(1_000_000)
 
 
 def test_without_splits_the_source_goes_idle_and_a_split_makes_it_active(unbounded) -> None:

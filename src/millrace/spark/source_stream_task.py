@@ -83,6 +83,11 @@ class SourceStreamTask(SparkStreamTask):
     def invoke(self) -> None:
         env = self.environment
         self._open(env.configuration.get(ExecutionOptions.BUNDLE_MAX_RECORDS))
+        if self.tdd.output_partition is not None:
+            # the first event: the watermark it starts from (restored, or the minimum). Its
+            # consumers deploy now (ScheduleOrUpdateConsumers), not on its first records: a
+            # restored window must run, fire and checkpoint whether or not records come
+            env.broadcast(Watermark(self._tracker.emitted))
         sequence = 0
         try:
             while True:
