@@ -6,6 +6,9 @@ minimum over the producers' watermarks) reaches ``window_end - 1`` of some pendi
 task fires: one Spark job reads the pending files, keeps the windows that became complete since
 the last firing, merges partials (or aggregates buffered records) per key and window, applies
 the chained transforms and stages the result in the sinks (the plans: ``window_firing``).
+Where only sinks follow a tumbling or sliding window of decomposable aggregates without
+allowed lateness, Arrow's hash aggregation merges the partials in the task instead, with no
+Spark job (``arrow_window_firing``; the same rows and schema).
 At the end of bounded input the producers' final MAX watermark fires every remaining window
 (Flink's semantics). When too many files accumulate without a firing, they are compacted into
 one (one Spark job).
@@ -40,6 +43,7 @@ from millrace.runtime.io.partition_events import (
     DataBundle,
     PartitionEvent,
 )
+from millrace.spark.arrow_window_firing import arrow_firing_applies, fire_in_arrow
 from millrace.spark.exchange import window_end_range_ms
 from millrace.spark.input_schemas import InputSchemas
 from millrace.spark.keyed_state_files import (
@@ -80,6 +84,7 @@ class WindowStreamTask(SparkStreamTask):
         self._fired = MIN_WATERMARK
         self._sequence = 0
         self._schema: Any = None  # schema of the exchange files, known after the first read
+        self._large_var_types: bool | None = None  # the session's, read at the first firing
         if env.restore is not None:
             self._restore(env.restore)
         poll_timeout = env.configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
@@ -156,10 +161,19 @@ class WindowStreamTask(SparkStreamTask):
     def _fire(self, watermark: int) -> None:
         op, env = self._op, self.environment
         started = time.perf_counter()
-        frame = self._pending_frame()
-        result = fired_windows(frame, op, watermark, self._fired)
-        result = self.apply_transforms(result, self.transforms)
-        table = self.collect(result)
+        frame: Any = None
+        table = None
+        if arrow_firing_applies(op, self.transforms):  # no Spark job: Arrow merges partials
+            if self._large_var_types is None:
+                conf = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes")
+                self._large_var_types = conf == "true"
+            paths = [f.path for f in self._files]
+            table = fire_in_arrow(paths, op, watermark, self._fired, self._large_var_types)
+        how = "Arrow" if table is not None else "Spark"
+        if table is None:
+            frame = self._pending_frame()
+            result = fired_windows(frame, op, watermark, self._fired)
+            table = self.collect(self.apply_transforms(result, self.transforms))
         env.metrics.records_out += self.write_sinks(table, self._sequence)
         env.metrics.bundles += 1
         self._sequence += 1
@@ -183,12 +197,13 @@ class WindowStreamTask(SparkStreamTask):
         for f in done:
             remove_file(f.path)
         logger.info(
-            "%s: fired at watermark %d: %d rows from %d files in %.3f s",
+            "%s: fired at watermark %d: %d rows from %d files in %.3f s (%s)",
             env.task_name,
             watermark,
             table.num_rows,
             len(done),
             time.perf_counter() - started,
+            how,
         )
 
     def _replace_state(self, frame: Any, label: str) -> Any:

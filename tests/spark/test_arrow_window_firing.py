@@ -1,0 +1,166 @@
+"""A firing in Arrow (``arrow_window_firing``) gives the rows, and the schema, of the Spark plan
+it stands in for (``window_firing.fired_windows``): random records with nulls, pre-aggregated
+per bundle as a source stage does (one Parquet file of partials each), fired at a random
+watermark after a random earlier firing, tumbling and sliding windows."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from millrace.api.operators import WindowAggregateOperator
+from millrace.api.windows import SlidingEventTimeWindows, TumblingEventTimeWindows
+from millrace.runtime.io.partition_events import MIN_WATERMARK
+from millrace.spark.aggregation import AggregatePlan
+from millrace.spark.arrow_window_firing import arrow_firing_applies, fire_in_arrow
+from millrace.spark.window_firing import FRESH, fired_windows, live_rows
+from millrace.spark.windowing import KEY_GROUP, WINDOW_START, assign_windows, key_group
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+HOUR_MS = 3_600_000
+SCHEMA = "carrier string, t timestamp, delay double, seats long"
+
+
+def operator(window: Any, lateness_ms: int = 0) -> WindowAggregateOperator:
+    from pyspark.sql import functions as F
+
+    plan = AggregatePlan.of(
+        (
+            F.count("*").alias("flights"),
+            F.avg("delay").alias("avg_delay"),
+            F.sum("seats").alias("seats"),
+            F.min("delay").alias("least"),
+            F.max("seats").alias("most"),
+        )
+    )
+    return WindowAggregateOperator(("carrier",), window, plan, "window", lateness_ms)
+
+
+def write_partials(spark: Any, rows: list[tuple], op: WindowAggregateOperator, path: Path) -> str:
+    """One bundle's partial aggregates per key, window and key group, as the source stage
+    writes them to the exchange."""
+    import pyarrow.parquet as pq
+
+    frame = assign_windows(spark.createDataFrame(rows, SCHEMA), "t", op.window)
+    partials = frame.groupBy("carrier", WINDOW_START, key_group(("carrier",), 128).alias(KEY_GROUP))
+    pq.write_table(partials.agg(*op.plan.partial_columns()).toArrow(), str(path))
+    return str(path)
+
+
+def spark_firing(spark: Any, paths: list[str], op: Any, watermark: int, fired: int) -> Any:
+    from pyspark.sql import functions as F
+
+    frame = spark.read.parquet(*paths).withColumn(FRESH, F.lit(False))
+    if fired > MIN_WATERMARK:
+        frame = live_rows(frame, op, fired)
+    return fired_windows(frame, op, watermark, fired).toArrow()
+
+
+def ordered(table: Any) -> list[dict[str, Any]]:
+    rows = table.to_pylist()
+    return sorted(rows, key=lambda r: (r["carrier"] is None, r["carrier"] or "", r["window_start"]))
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-9)
+    return a == b
+
+
+def window_ends(first_day: int, last_day: int) -> st.SearchStrategy[int]:
+    """A watermark exactly at a window's end - 1 (every window here ends on a whole hour)."""
+    return st.integers(first_day * 24, last_day * 24).map(lambda h: h * HOUR_MS - 1)
+
+
+records = st.lists(
+    st.tuples(
+        st.sampled_from(["AA", "B6", "DL", None]),
+        st.integers(0, 6 * 24 * HOUR_MS),
+        st.one_of(st.none(), st.floats(-100, 1000, allow_nan=False)),
+        st.one_of(st.none(), st.integers(-(10**6), 10**6)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.sampled_from(
+        [
+            TumblingEventTimeWindows(24 * HOUR_MS, 0),
+            TumblingEventTimeWindows(5 * HOUR_MS, HOUR_MS),
+            SlidingEventTimeWindows(24 * HOUR_MS, 6 * HOUR_MS),
+        ]
+    ),
+    st.lists(records, min_size=1, max_size=3),
+    st.one_of(st.integers(0, 7 * 24 * HOUR_MS), window_ends(1, 7)),
+    st.one_of(st.just(MIN_WATERMARK), st.integers(0, 3 * 24 * HOUR_MS), window_ends(0, 3)),
+)
+def test_an_arrow_firing_equals_the_spark_plan(
+    spark: Any, tmp_path_factory: Any, window: Any, bundles: list, watermark: int, fired: int
+) -> None:
+    import datetime as dt
+
+    op = operator(window)
+    assert arrow_firing_applies(op, [])
+    work = tmp_path_factory.mktemp("partials")
+    paths = []
+    for i, bundle in enumerate(bundles):
+        rows = [(c, dt.datetime.fromtimestamp(t / 1000, dt.UTC), d, s) for c, t, d, s in bundle]
+        paths.append(write_partials(spark, rows, op, work / f"bundle-{i}.parquet"))
+    expected = spark_firing(spark, paths, op, watermark, fired)
+
+    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
+    actual = fire_in_arrow(paths, op, watermark, fired, large)
+
+    assert actual is not None and actual.schema == expected.schema
+    want, got = ordered(expected), ordered(actual)
+    assert len(got) == len(want)
+    for w, g in zip(want, got, strict=True):
+        assert all(same(w[k], g[k]) for k in w), (w, g)
+
+
+def test_the_arrow_path_stands_aside_where_spark_semantics_are_needed() -> None:
+    """Allowed lateness (late firings), merging windows, a pandas function or a transform
+    after the window: the Spark plan fires."""
+    from millrace.api.windows import EventTimeSessionWindows
+
+    day = TumblingEventTimeWindows(24 * HOUR_MS, 0)
+    assert arrow_firing_applies(operator(day), [])
+    assert not arrow_firing_applies(operator(day, lateness_ms=HOUR_MS), [])
+    assert not arrow_firing_applies(operator(EventTimeSessionWindows(HOUR_MS)), [])
+    assert not arrow_firing_applies(operator(day), [object()])
+
+
+def test_a_decimal_sum_is_left_to_spark(spark: Any, tmp_path: Path) -> None:
+    """Spark widens a decimal's sum; the Arrow path answers None and the task runs Spark."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    op = WindowAggregateOperator(
+        ("carrier",),
+        TumblingEventTimeWindows(HOUR_MS, 0),
+        AggregatePlan.of((F.sum("price").alias("revenue"),)),
+        "window",
+    )
+    path = str(tmp_path / "partials.parquet")
+    table = pa.table(
+        {
+            "carrier": ["AA"],
+            WINDOW_START: [0],
+            KEY_GROUP: [1],
+            "__p0_s": pa.array([1], pa.decimal128(12, 2)),
+        }
+    )
+    pq.write_table(table, path)
+    assert fire_in_arrow([path], op, HOUR_MS, MIN_WATERMARK, True) is None
