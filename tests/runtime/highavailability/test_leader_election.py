@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionLoss
 
 from millrace.errors import LeadershipLostError
 from millrace.runtime.highavailability.leader_retrieval import (
@@ -246,6 +248,46 @@ def test_a_tolerated_brief_zookeeper_restart_keeps_the_leader(
     leader = a.leader_services(session)
     leader.check_leadership()
     leader.publish(DISPATCHER, "tcp://127.0.0.1:1111/dispatcher")
+
+
+def test_a_check_during_a_tolerated_outage_waits_for_the_connection_and_passes(
+    jobmanagers: JobManagers, zookeeper: LocalZooKeeper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit's leadership check whose request the dropped connection fails (ConnectionLoss:
+    the request was in flight when ZooKeeper went down) waits for the connection and asks
+    again, instead of failing: it failed, and a job restarted over a ZooKeeper restart (CI)."""
+    a, contender = jobmanagers.contend(
+        "jobmanager-a",
+        **{
+            "high-availability.zookeeper.client.session-timeout": "8 s",
+            "high-availability.zookeeper.client.tolerate-suspended-connections": "true",
+        },
+    )
+    session = contender.wait_granted()
+    states = StateLog(a.client)
+    zookeeper.stop()
+    wait_until(lambda: states.saw(KazooState.SUSPENDED), what="the client suspended")
+    asked = a.client.exists_async
+    dropped: list[str] = []
+
+    def in_flight_at_the_drop(path: str, *args: object, **kwargs: object) -> object:
+        if dropped:
+            return asked(path, *args, **kwargs)
+        dropped.append(path)  # the first request is lost with the connection
+        result = a.client.handler.async_result()
+        result.set_exception(ConnectionLoss())
+        return result
+
+    monkeypatch.setattr(a.client, "exists_async", in_flight_at_the_drop)
+    with ThreadPoolExecutor(1) as checker:
+        checking = checker.submit(a.leader_services(session).check_leadership)
+        time.sleep(1.0)  # the outage lasts; the check is still waiting for the connection
+        assert not checking.done()
+        zookeeper.start()
+        checking.result(timeout=LEADER_WAIT)  # passes: still the leader
+    assert dropped
+    assert not states.saw(KazooState.LOST)
+    assert contender.events == [("granted", session)]
 
 
 def test_without_tolerance_a_suspended_connection_revokes_the_leader(

@@ -180,6 +180,7 @@ class ZooKeeperHaServices:
             contender,
             self._configuration.get(HighAvailabilityOptions.TOLERATE_SUSPENDED_CONNECTIONS),
             identifier,
+            self._configuration.get(HighAvailabilityOptions.SESSION_TIMEOUT),
         ).start()
 
     def leader_services(self, leader_session_id: str) -> LeaderServices:

@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError
 
 from millrace.errors import HighAvailabilityError, LeadershipLostError
 from millrace.runtime.highavailability.zookeeper_paths import ZooKeeperPaths
@@ -34,6 +35,7 @@ __all__ = ["Fence", "LeaderContender", "ZooKeeperLeaderElection", "connection_in
 logger = logging.getLogger(__name__)
 
 _RETRY_WAIT = 0.5  # seconds between attempts to contend or to remove the latch znode
+_SUSPENDED_POLL = 0.1  # seconds between checks of a SUSPENDED connection while it is tolerated
 
 
 class LeaderContender(Protocol):
@@ -64,6 +66,8 @@ class ZooKeeperLeaderElection:
         contender: Granted and revoked the leadership.
         tolerate_suspended: Keep leadership while SUSPENDED (give it up only when LOST).
         identifier: Written into the latch znode (e.g. the process's RPC address).
+        session_timeout: The ZooKeeper session timeout, s: how long ``check_leadership``
+            waits for a SUSPENDED connection that is tolerated to come back.
 
     Threading:
         ``start``/``close`` from one thread; the contender is called on the election's thread;
@@ -78,12 +82,14 @@ class ZooKeeperLeaderElection:
         contender: LeaderContender,
         tolerate_suspended: bool,
         identifier: str,
+        session_timeout: float = 60.0,
     ) -> None:
         self._client = client
         self._paths = paths
         self._contender = contender
         self._tolerate_suspended = tolerate_suspended
         self._identifier = identifier
+        self._session_timeout = session_timeout
         self._closed = threading.Event()
         self._revoked = threading.Event()
         self._lock: Any = None
@@ -190,16 +196,29 @@ class ZooKeeperLeaderElection:
         return leader[1]
 
     def check_leadership(self, leader_session_id: str) -> None:
-        """Ask ZooKeeper whether this session still holds the latch.
+        """Ask ZooKeeper whether this session still holds the latch. While the connection is
+        SUSPENDED and that is tolerated, wait (up to the session timeout) for it to come back
+        and ask then: a ZooKeeper restart does not cost a commit, and so the job
+        (FLINK-10052's point).
 
         Raises:
-            LeadershipLostError: If not (or ZooKeeper cannot tell: the connection is down).
+            LeadershipLostError: If not, or if ZooKeeper cannot tell (the connection is down,
+                and not tolerated or not back within the session timeout).
         """
         node = self._node_of(leader_session_id)
-        try:
-            stat = self._client.exists(node)
-        except KazooException as error:
-            raise LeadershipLostError(leader_session_id, f"ZooKeeper: {error!r}") from error
+        deadline = time.monotonic() + self._session_timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            try:  # a call made while reconnecting is queued: bounded by the timeout
+                stat = self._client.exists_async(node).get(timeout=max(left, _SUSPENDED_POLL))
+                break
+            except (ConnectionLoss, self._client.handler.timeout_exception) as error:
+                waiting = self._tolerate_suspended and time.monotonic() < deadline
+                if not waiting or self._revoked.is_set() or self._closed.is_set():
+                    raise LeadershipLostError(leader_session_id, f"ZooKeeper: {error!r}") from error
+                self._closed.wait(_SUSPENDED_POLL)
+            except KazooException as error:
+                raise LeadershipLostError(leader_session_id, f"ZooKeeper: {error!r}") from error
         session = self._client.client_id  # None while disconnected
         if stat is None or session is None or stat.ephemeralOwner != session[0]:
             raise LeadershipLostError(leader_session_id, f"the latch {node} is gone")
