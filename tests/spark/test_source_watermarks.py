@@ -62,3 +62,27 @@ def test_an_unbounded_source_without_open_splits_holds_at_its_data() -> None:
     assert tracker.advance() == 1_989  # not MAX: files still to come may hold older events
     tracker.set_pending_bound(MAX_WATERMARK, more_expected=False)
     assert tracker.advance() == MAX_WATERMARK  # a bounded source's end
+
+
+def test_a_restored_split_with_nothing_new_does_not_hold_the_watermark_back() -> None:
+    """Rescaled from two subtasks to one: the split the fast subtask had read to its end comes
+    back with its own watermark, so the lagging split's new records move the watermark past
+    the restored floor, as they would have in the failure-free run (CI's rescale test: the
+    split held the watermark at the floor until new records came to it)."""
+    tracker = SplitWatermarkTracker(0)
+    tracker.set_pending_bound(MAX_WATERMARK, more_expected=True)
+    tracker.restore(1_000)  # the minimum of the two former subtasks' watermarks
+    tracker.open_split("p0", MIN_WATERMARK, restored_ms=9_999)  # read to its end before
+    tracker.open_split("p1", MIN_WATERMARK, restored_ms=1_000)  # lagging
+    assert tracker.split_watermark("p0") == 9_999
+    tracker.on_records("p1", 8_001)
+    assert tracker.advance() == 8_000
+    assert tracker.split_watermark("p1") == 8_000
+    assert tracker.split_watermark("unknown") == MIN_WATERMARK
+
+
+def test_a_restored_split_is_never_behind_its_assignment_bound() -> None:
+    tracker = SplitWatermarkTracker(0)
+    tracker.set_pending_bound(MAX_WATERMARK)
+    tracker.open_split("a", 5_000, restored_ms=MIN_WATERMARK)
+    assert tracker.split_watermark("a") == 5_000

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from millrace.api.connector.source import SourceBundle, SourceReader, SourceReaderContext
@@ -179,7 +180,9 @@ class SourceStreamTask(SparkStreamTask):
                     self._exhausted = True
                 return
             self._reader.add_split(reply.split, reply.position)
-            self._tracker.open_split(reply.split.split_id, reply.watermark_bound_ms)
+            self._tracker.open_split(
+                reply.split.split_id, reply.watermark_bound_ms, reply.split_watermark_ms
+            )
 
     def _has_records_to_read(self) -> bool:
         """False when the reader has no open split, or when ``idleness`` is set and no record
@@ -216,7 +219,10 @@ class SourceStreamTask(SparkStreamTask):
                 env.checkpoint_responder.decline_checkpoint(checkpoint_id, declined.reason)
                 continue
             snapshot = TaskStateSnapshot(
-                split_states=tuple(self._reader.snapshot()),
+                split_states=tuple(
+                    replace(s, watermark_ms=self._tracker.split_watermark(s.split.split_id))
+                    for s in self._reader.snapshot()
+                ),
                 finished_splits=tuple(self._finished),
                 sink_pending=sink_pending,
                 watermark_ms=self._tracker.emitted,

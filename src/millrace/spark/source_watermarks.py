@@ -44,9 +44,14 @@ class SplitWatermarkTracker:
         self._pending_bound = bound_ms
         self._more_expected = more_expected
 
-    def open_split(self, split_id: str, bound_ms: int) -> None:
-        """A split starts; until records are seen its watermark is ``bound_ms``."""
-        self._open[split_id] = bound_ms
+    def open_split(self, split_id: str, bound_ms: int, restored_ms: int = MIN_WATERMARK) -> None:
+        """A split starts; until records are seen its watermark is ``bound_ms``, or the
+        watermark it had when it was checkpointed (``restored_ms``) if that is later."""
+        self._open[split_id] = max(bound_ms, restored_ms)
+
+    def split_watermark(self, split_id: str) -> int:
+        """The open split's own watermark (MIN if it is not open): checkpointed with it."""
+        return self._open.get(split_id, MIN_WATERMARK)
 
     def on_records(self, split_id: str, max_event_time_ms: int | None) -> None:
         """Records of ``split_id`` were read, the largest event time being ``max...``."""

@@ -12,6 +12,7 @@ from millrace.connectors.kafka_partitions import partition_split
 from millrace.connectors.kafka_split_enumerator import KafkaSplitEnumerator
 from millrace.errors import PipelineError
 from millrace.runtime.io.input_split import InputSplit, SplitState
+from millrace.runtime.io.partition_events import MIN_WATERMARK
 from millrace.runtime.source.source_coordinator import SourceCoordinator
 
 
@@ -48,6 +49,16 @@ def test_restored_splits_are_held_at_their_positions_until_handed_out() -> None:
     assert source.unassigned_restored() == (SplitState(second, 7),)
     source.next_split(1, 2)
     assert source.unassigned_restored() == ()
+
+
+def test_a_restored_split_comes_back_with_its_own_watermark() -> None:
+    first, second = partition_split("t", 0), partition_split("t", 1)
+    source = coordinator(open_=(SplitState(first, 120, watermark_ms=9_999), SplitState(second, 7)))
+    source.add_discovered([first, second])
+    assert SplitState(first, 120, watermark_ms=9_999) in source.unassigned_restored()
+    replies = {r.split.split_id: r for r in (source.next_split(0, 2), source.next_split(1, 2))}
+    assert replies[first.split_id].split_watermark_ms == 9_999
+    assert replies[second.split_id].split_watermark_ms == MIN_WATERMARK
 
 
 def test_a_split_never_checkpointed_starts_at_its_start_position_else_at_zero() -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from millrace.errors import CheckpointError
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.io.input_split import InputSplit, SplitState
+from millrace.runtime.io.partition_events import MIN_WATERMARK
 from millrace.types import ExecutionAttemptId, JobId, JobVertexId, new_id
 
 __all__ = [
@@ -398,4 +399,9 @@ def _from_json(data: dict[str, Any], location: str) -> CheckpointMetadata:
 
 
 def _split_state(data: dict[str, Any]) -> SplitState:
-    return SplitState(InputSplit(**data["split"]), data["position"], data["finished"])
+    return SplitState(
+        InputSplit(**data["split"]),
+        data["position"],
+        data["finished"],
+        data.get("watermark_ms", MIN_WATERMARK),  # absent from checkpoints before it existed
+    )

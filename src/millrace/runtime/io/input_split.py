@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from millrace.runtime.io.partition_events import MIN_WATERMARK
+
 __all__ = ["InputSplit", "NextInputSplit", "SplitState"]
 
 
@@ -59,11 +61,17 @@ class SplitState:
         position: Source-defined offset of the next record to read: a Kafka offset, a row index
             within a file or replay stripe; 0 before any record.
         finished: True once the split has been read to its end (bounded splits).
+        watermark_ms: The split's own watermark when the state was taken (the largest event
+            time read from it minus the out-of-orderness minus 1 ms; the minimum before any
+            record), epoch ms. Restored with the split, so that a split with nothing new to
+            read does not hold its subtask's watermark below where it stood (a rescaled or
+            restored job fires its windows as the failure-free run would).
     """
 
     split: InputSplit
     position: int = 0
     finished: bool = False
+    watermark_ms: int = MIN_WATERMARK
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,8 @@ class NextInputSplit:
         splits_total: Number of splits of the source.
         splits_assigned: Splits assigned so far (including this one).
         position: Where to start reading ``split`` (a restored checkpoint's position, else 0).
+        split_watermark_ms: The restored split's own watermark (``SplitState.watermark_ms``);
+            the minimum for a split read from its start.
         more_expected: With ``split`` None: True if splits may still come (an unbounded source
             discovering them): ask again later; False if the source is exhausted.
     """
@@ -89,3 +99,4 @@ class NextInputSplit:
     splits_assigned: int = 0
     position: int = 0
     more_expected: bool = False
+    split_watermark_ms: int = MIN_WATERMARK

@@ -19,6 +19,7 @@ from dataclasses import replace
 from millrace.errors import MillraceError, PipelineError, describe
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
+from millrace.runtime.io.partition_events import MIN_WATERMARK
 from millrace.runtime.source.split_enumerator import (
     Boundedness,
     SplitEnumerator,
@@ -59,6 +60,7 @@ class SourceCoordinator:
         self.bounded = boundedness is Boundedness.BOUNDED
         self._finished = set(restored_finished)
         self._positions = {s.split.split_id: s.position for s in restored_open}
+        self._split_watermarks = {s.split.split_id: s.watermark_ms for s in restored_open}
         self._restored_splits = {s.split.split_id: s.split for s in restored_open}
         self._seen: set[str] = set()
         # subtask index -> (split, position) handed to it; bounded sources only (finite)
@@ -95,10 +97,12 @@ class SourceCoordinator:
             ) from error
         if reply.split is None:
             return replace(reply, more_expected=not self.bounded)
-        position = self._positions.pop(reply.split.split_id, reply.split.start_position or 0)
+        split_id = reply.split.split_id
+        position = self._positions.pop(split_id, reply.split.start_position or 0)
+        watermark = self._split_watermarks.pop(split_id, MIN_WATERMARK)
         if self.bounded:
             self._handed.setdefault(subtask_index, []).append((reply.split, position))
-        return replace(reply, position=position)
+        return replace(reply, position=position, split_watermark_ms=watermark)
 
     @property
     def takes_splits_back(self) -> bool:
@@ -134,7 +138,11 @@ class SourceCoordinator:
         checkpoint triggered before they are (a subtask snapshotting before it asks for them
         does not name them)."""
         return tuple(
-            SplitState(self._restored_splits[split_id], position)
+            SplitState(
+                self._restored_splits[split_id],
+                position,
+                watermark_ms=self._split_watermarks.get(split_id, MIN_WATERMARK),
+            )
             for split_id, position in self._positions.items()
         )
 
