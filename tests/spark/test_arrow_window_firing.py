@@ -164,3 +164,39 @@ def test_a_decimal_sum_is_left_to_spark(spark: Any, tmp_path: Path) -> None:
     )
     pq.write_table(table, path)
     assert fire_in_arrow([path], op, HOUR_MS, MIN_WATERMARK, True) is None
+
+
+def partial_file(tmp_path: Path, name: str, columns: dict[str, Any]) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / name)
+    pq.write_table(
+        pa.table({WINDOW_START: [0] * len(next(iter(columns.values()))), **columns}), path
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("call", "columns"),
+    [
+        ("max", {"carrier": ["AA", "AA"], "__p0_m": [5.0, float("nan")]}),  # Spark: NaN is max
+        ("count", {"carrier": [[1], [2]], "__p0_c": [1, 2]}),  # a nested key
+        ("count", {"carrier": [0.0, -0.0], "__p0_c": [1, 2]}),  # Spark groups -0.0 with 0.0
+        ("sum", {"carrier": ["AA", "AA"], "__p0_s": [2**62, 2**62]}),  # Spark raises, Arrow wraps
+    ],
+    ids=["nan-max", "nested-key", "float-key", "overflow"],
+)
+def test_where_arrow_would_differ_from_spark_the_spark_plan_fires(
+    tmp_path: Path, call: str, columns: dict[str, Any]
+) -> None:
+    from pyspark.sql import functions as F
+
+    op = WindowAggregateOperator(
+        ("carrier",),
+        TumblingEventTimeWindows(HOUR_MS, 0),
+        AggregatePlan.of((getattr(F, call)("x" if call != "count" else "*").alias("out"),)),
+        "window",
+    )
+    path = partial_file(tmp_path, "partials.parquet", columns)
+    assert fire_in_arrow([path], op, HOUR_MS, MIN_WATERMARK, True) is None

@@ -192,6 +192,17 @@ def test_a_bounded_source_without_splits_ends_with_max_watermark_and_end_of_part
     assert isinstance(harness.events[1], CheckpointBarrier)
 
 
+def test_a_restored_split_keeps_its_own_watermark_into_the_next_checkpoint(unbounded) -> None:
+    split = InputSplit(0, "topic/0")
+    unbounded.replies.append(NextInputSplit(split, 0, position=42, split_watermark_ms=5_000))
+    unbounded.run()
+    wait_until(lambda: unbounded.statuses() == [], what="the split taken", timeout=WAIT)
+    unbounded.env.trigger_checkpoint(3, 5000)
+    wait_until(lambda: unbounded.acks, what="the acknowledgement", timeout=WAIT)
+    [(_, snapshot)] = unbounded.acks
+    assert snapshot.split_states == (SplitState(split, 42, watermark_ms=5_000),)
+
+
 def test_the_first_event_of_a_restored_source_is_its_restored_watermark(tmp_path) -> None:
     harness = Harness(
         Boundedness.BOUNDED,

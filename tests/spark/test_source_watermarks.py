@@ -86,3 +86,13 @@ def test_a_restored_split_is_never_behind_its_assignment_bound() -> None:
     tracker.set_pending_bound(MAX_WATERMARK)
     tracker.open_split("a", 5_000, restored_ms=MIN_WATERMARK)
     assert tracker.split_watermark("a") == 5_000
+
+
+def test_a_lone_restored_split_with_nothing_new_stands_at_its_own_watermark() -> None:
+    """Rescaled 1 -> 2: this subtask got only a split read to its end before; its watermark is
+    that split's, not the restored floor (the minimum over the former subtasks)."""
+    tracker = SplitWatermarkTracker(0)
+    tracker.set_pending_bound(MAX_WATERMARK, more_expected=True)
+    tracker.restore(1_000)
+    tracker.open_split("p0", MIN_WATERMARK, restored_ms=9_999)
+    assert tracker.advance() == 9_999

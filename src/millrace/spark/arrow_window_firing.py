@@ -14,7 +14,9 @@ plan, mapped to Arrow as ``DataFrame.toArrow`` maps them), so the sinks see one 
 whichever path fired. Semantics are Spark's:
 ``count`` merges to a non-null long; ``sum``, ``min``, ``max`` skip nulls and are null when
 every partial is; ``avg`` is the sum over the count as a double, null when the count is 0.
-Partial sums must be long or double (a decimal's sum widens in Spark: Spark's path runs).
+Where Arrow's merge could differ from Spark's (a decimal's sum, a NaN in a min/max, a floating
+or nested key, a long sum that could overflow) ``fire_in_arrow`` answers None and the Spark
+plan fires.
 """
 
 from __future__ import annotations
@@ -40,6 +42,43 @@ def arrow_firing_applies(op: WindowAggregateOperator, transforms: Sequence[Any])
         and op.lateness_ms == 0
         and op.plan.decomposable
     )
+
+
+_SUM_LIMIT = 2.0**62  # below it, no sum of int64 partials can overflow
+
+
+def _fits(table: Any, op: WindowAggregateOperator) -> bool:
+    """Whether Arrow merges ``table``'s partials exactly as Spark would: sums and counts of
+    long or double (a decimal's sum widens in Spark); keys and min/max of flat types; no
+    floating key (Spark groups -0.0 with 0.0); no NaN in a min/max (Spark orders NaN above
+    every number, Arrow skips it); long sums that cannot overflow (Spark raises, Arrow would
+    wrap)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = table.schema
+    for key in op.keys:
+        kind = schema.field(key).type
+        if pa.types.is_nested(kind) or pa.types.is_floating(kind) or pa.types.is_dictionary(kind):
+            return False
+    for name in schema.names:
+        if not name.startswith("__p"):
+            continue
+        kind, column = schema.field(name).type, table.column(name)
+        if name.endswith(("_s", "_c")):
+            if str(kind) not in _SUMMABLE:
+                return False
+            if pa.types.is_integer(kind):
+                floats = pc.cast(column, pa.float64(), safe=False)
+                bound = pc.sum(pc.abs(floats)).as_py() or 0.0
+                if bound >= _SUM_LIMIT:
+                    return False
+        elif name.endswith("_m"):
+            if pa.types.is_nested(kind) or pa.types.is_dictionary(kind):
+                return False
+            if pa.types.is_floating(kind) and pc.any(pc.is_nan(column)).as_py():
+                return False
+    return True
 
 
 def output_schema(partials: Any, op: WindowAggregateOperator, large_var_types: bool) -> Any:
@@ -108,8 +147,7 @@ def fire_in_arrow(
     calls = op.plan.calls
     assert calls is not None  # arrow_firing_applies
     table = pa.concat_tables([pq.read_table(p) for p in paths], promote_options="permissive")
-    summed = [n for n in table.column_names if n.startswith("__p") and n.endswith(("_s", "_c"))]
-    if any(str(table.schema.field(n).type) not in _SUMMABLE for n in summed):
+    if not _fits(table, op):
         return None
     size_us = op.window.size_ms * 1000
     # window starts are whole milliseconds: the integer division is exact
@@ -130,7 +168,10 @@ def fire_in_arrow(
         else:
             aggregations += [(f"__p{i}_s", "sum"), (f"__p{i}_c", "sum")]
     group = [*op.keys, WINDOW_START]
-    merged = rows.group_by(group, use_threads=False).aggregate(aggregations)
+    try:
+        merged = rows.group_by(group, use_threads=False).aggregate(aggregations)
+    except pa.ArrowNotImplementedError:  # a type Arrow cannot group or compare: Spark can
+        return None
 
     def merged_column(name: str, how: str) -> Any:
         return merged.column(f"{name}_{how}")

@@ -13,10 +13,10 @@ subtask with no split to read, or (with ``idleness``) no record read for that lo
 (``WatermarkStatus``) so that it does not hold back the event time of the others.
 
 Checkpoints: a trigger from the CheckpointCoordinator is taken at the next bundle boundary —
-the split positions and the splits finished so far are snapshotted, a CheckpointBarrier goes
-into the output after every bundle read before it, and the task acknowledges (seed 002). A
-restored task resumes with the restored watermark; its splits come back from the JobMaster
-with their positions.
+the split positions (with each split's own watermark) and the splits finished so far are
+snapshotted, a CheckpointBarrier goes into the output after every bundle read before it, and
+the task acknowledges (seed 002). A restored task resumes with the restored watermark; its
+splits come back from the JobMaster with their positions and watermarks.
 """
 
 from __future__ import annotations

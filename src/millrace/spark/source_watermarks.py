@@ -1,7 +1,8 @@
 """Per-split watermark tracking of a source subtask (Flink's per-split watermarks, FLIP-27).
 
 Each open split's watermark is the largest event time read from it minus the allowed
-out-of-orderness minus 1 ms (before any record: the bound it was assigned with). The subtask's
+out-of-orderness minus 1 ms (before any record: the bound it was assigned with, or the
+watermark it had when it was checkpointed, if later). The subtask's
 watermark is the minimum over its open splits and the JobMaster's bound for the splits it may
 still receive, and never goes backwards. Files read in any order therefore never make good
 records late: a split's records are only late relative to that split's own progress.
@@ -46,8 +47,10 @@ class SplitWatermarkTracker:
 
     def open_split(self, split_id: str, bound_ms: int, restored_ms: int = MIN_WATERMARK) -> None:
         """A split starts; until records are seen its watermark is ``bound_ms``, or the
-        watermark it had when it was checkpointed (``restored_ms``) if that is later."""
+        watermark it had when it was checkpointed (``restored_ms``) if that is later: data
+        read before the checkpoint, which bounds splits still to come as data read now does."""
         self._open[split_id] = max(bound_ms, restored_ms)
+        self._read = max(self._read, restored_ms)
 
     def split_watermark(self, split_id: str) -> int:
         """The open split's own watermark (MIN if it is not open): checkpointed with it."""

@@ -119,12 +119,13 @@ def test_a_split_handed_back_keeps_the_position_it_was_handed_out_with() -> None
     restored = partition_split("t", 0, start_offset=5)
     enumerator = KafkaSplitEnumerator("127.0.0.1:9", "t", True, {}, 1.0)
     source = SourceCoordinator(
-        "kafka", enumerator, Boundedness.BOUNDED, (), (SplitState(restored, 120),)
+        "kafka", enumerator, Boundedness.BOUNDED, (), (SplitState(restored, 120, False, 9_999),)
     )
     source.add_discovered([restored])
     assert source.next_split(0, 1).position == 120
     source.add_splits_back(0)
-    assert source.next_split(0, 1).position == 120
+    again = source.next_split(0, 1)
+    assert (again.position, again.split_watermark_ms) == (120, 9_999)  # and its watermark
 
 
 def test_an_unbounded_source_takes_no_splits_back() -> None:

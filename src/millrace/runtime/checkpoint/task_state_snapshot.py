@@ -41,7 +41,8 @@ class TaskStateSnapshot:
 
     Attributes:
         keyed_state: Keyed state files (window operators).
-        split_states: Positions of the source splits assigned and not finished.
+        split_states: Positions (and own watermarks) of the source splits assigned and not
+            finished.
         finished_splits: Ids of the splits this source subtask read to the end since it
             started (or restored).
         sink_pending: Chain position of each sink operator -> handles of the data it staged

@@ -82,7 +82,7 @@ class ZooKeeperLeaderElection:
         contender: LeaderContender,
         tolerate_suspended: bool,
         identifier: str,
-        session_timeout: float = 60.0,
+        session_timeout: float,
     ) -> None:
         self._client = client
         self._paths = paths

@@ -54,7 +54,9 @@ def start_zookeeper_client(configuration: Configuration) -> KazooClient:
         hosts=quorum,
         timeout=session_timeout,
         connection_retry=KazooRetry(
-            max_tries=-1, delay=wait, max_delay=reconnect_delay_cap(session_timeout)
+            max_tries=-1,
+            delay=min(wait, reconnect_delay_cap(session_timeout)),
+            max_delay=reconnect_delay_cap(session_timeout),
         ),
         command_retry=KazooRetry(
             max_tries=configuration.get(HighAvailabilityOptions.MAX_RETRY_ATTEMPTS),

@@ -40,7 +40,8 @@ class SourceCoordinator:
         enumerator: The source's enumerator.
         boundedness: Whether the source ends; an unbounded one keeps ``more_expected`` set.
         restored_finished: Ids of the splits a restored checkpoint had finished.
-        restored_open: Splits a restored checkpoint had begun, with their positions.
+        restored_open: Splits a restored checkpoint had begun, with their positions and their
+            own watermarks.
 
     Threading:
         JobMaster main thread only (``enumerator.discover`` is called by the JobMaster in its
@@ -64,7 +65,7 @@ class SourceCoordinator:
         self._restored_splits = {s.split.split_id: s.split for s in restored_open}
         self._seen: set[str] = set()
         # subtask index -> (split, position) handed to it; bounded sources only (finite)
-        self._handed: dict[int, list[tuple[InputSplit, int]]] = {}
+        self._handed: dict[int, list[tuple[InputSplit, int, int]]] = {}  # split, position, wm
 
     def add_discovered(self, splits: Iterable[InputSplit]) -> int:
         """Add newly discovered splits; returns how many were new (not seen, not finished)."""
@@ -101,7 +102,7 @@ class SourceCoordinator:
         position = self._positions.pop(split_id, reply.split.start_position or 0)
         watermark = self._split_watermarks.pop(split_id, MIN_WATERMARK)
         if self.bounded:
-            self._handed.setdefault(subtask_index, []).append((reply.split, position))
+            self._handed.setdefault(subtask_index, []).append((reply.split, position, watermark))
         return replace(reply, position=position, split_watermark_ms=watermark)
 
     @property
@@ -122,9 +123,10 @@ class SourceCoordinator:
         if not self.takes_splits_back or not isinstance(enumerator, SupportsSplitsBack):
             raise PipelineError("the source cannot take splits back", self.name)
         handed = self._handed.pop(subtask_index, [])
-        for split, position in handed:
+        for split, position, watermark in handed:
             self._positions[split.split_id] = position
-        enumerator.add_splits_back([split for split, _ in handed])
+            self._split_watermarks[split.split_id] = watermark
+        enumerator.add_splits_back([split for split, _, _ in handed])
         logger.info(
             "source %s: %d splits of subtask %d back to the enumerator",
             self.name,
