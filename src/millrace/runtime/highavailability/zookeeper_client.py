@@ -54,9 +54,7 @@ def start_zookeeper_client(configuration: Configuration) -> KazooClient:
         hosts=quorum,
         timeout=session_timeout,
         connection_retry=KazooRetry(
-            max_tries=-1,
-            delay=min(wait, reconnect_delay_cap(session_timeout)),
-            max_delay=reconnect_delay_cap(session_timeout),
+            max_tries=-1, delay=wait, max_delay=reconnect_delay_cap(session_timeout)
         ),
         command_retry=KazooRetry(
             max_tries=configuration.get(HighAvailabilityOptions.MAX_RETRY_ATTEMPTS),
@@ -82,7 +80,9 @@ def reconnect_delay_cap(session_timeout: float) -> float:
     session timeout (at most 10 s), so that with kazoo's jitter (up to 1.4x) a client retries
     well within the session timeout of a server coming back. A ZooKeeper server restores its
     sessions at restart and expires each one the session timeout after, unless its client
-    reconnected; a doubling wait that grew during a long outage would miss that window."""
+    reconnected; a doubling wait that grew during a long outage would miss that window. The
+    first wait is the configured retry wait itself: one longer than the session timeout gives
+    the session up after any disconnection, as configured."""
     return min(_MAX_RETRY_DELAY, session_timeout / 4)
 
 
