@@ -271,3 +271,53 @@ def test_window_functions_reject_bad_arguments_before_anything_runs(env) -> None
     bad.apply_in_pandas(lambda pdf: pdf, "n lung").sink_to(ParquetSink("out2"))
     with pytest.raises(PipelineError, match="'n lung' is not a Spark DDL schema"):
         env.get_job_graph("job")
+
+
+@pytest.mark.parametrize(
+    ("mode", "source_p", "keyed_p", "chained"),
+    [
+        ("BATCH", 1, 1, True),  # the HASH edge between two single subtasks is forward
+        ("BATCH", 2, 2, False),
+        ("BATCH", 1, 2, False),
+        ("BATCH", 2, 1, False),
+        ("STREAMING", 1, 1, False),  # keyed state stays apart: checkpoints, rescaling
+    ],
+)
+def test_batch_chains_a_keyed_stage_of_one_subtask_into_its_source_of_one(
+    spark, mode, source_p, keyed_p, chained
+) -> None:
+    from pyspark.sql import functions as F
+
+    from millrace.api.keyed_chaining import KEYED_CHAIN_TASK
+
+    env = StreamExecutionEnvironment(Configuration({"parallelism.default": keyed_p}), spark)
+    env.set_runtime_mode(mode)
+    (
+        env.from_source(FileSource.parquet("in"), event_time="ts", name="src")
+        .set_parallelism(source_p)
+        .transform(lambda df: df, name="before")
+        .key_by("k")
+        .window(tumbling("1 day"))
+        .agg(F.count("*").alias("n"))
+        .transform(lambda df: df, name="after")
+        .sink_to(ParquetSink("out"))
+    )
+    graph = env.get_job_graph("job")
+    if not chained:
+        assert len(graph.vertices) == 2 and len(graph.edges) == 1
+        assert KEYED_CHAIN_TASK not in [v.invokable for v in graph.vertices]
+        return
+    (vertex,) = graph.vertices
+    assert not graph.edges and vertex.is_source and vertex.invokable == KEYED_CHAIN_TASK
+    assert [type(op.deserialize()) for op in vertex.operators] == [
+        SourceOperator,
+        TransformOperator,
+        LocalWindowAggregateOperator,
+        WindowAggregateOperator,
+        TransformOperator,
+        SinkOperator,
+        SinkOperator,  # the source's side outputs, last
+        SinkOperator,
+    ]
+    assert [op.kind for op in vertex.operators][-2:] == [OperatorKind.SIDE_OUTPUT] * 2
+    assert vertex.name.startswith("src -> before -> ") and "-> after -> " in vertex.name

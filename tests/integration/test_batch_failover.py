@@ -231,3 +231,29 @@ def test_a_lost_task_manager_reruns_only_the_source_subtask_it_ran(
     source, window = result.accumulators.values()
     assert source.records_in == 336_776 and source.bundles == 2  # every flight read once
     assert window.bundles == 2
+
+
+def test_a_lost_task_manager_reruns_a_keyed_stage_chained_into_its_source(
+    spark, flights_dir, tmp_path, caplog
+) -> None:
+    """At parallelism 1 the window is chained into the source (one vertex, one Spark job,
+    ``api/keyed_chaining.py``): losing its TaskManager mid-job hands the splits back and the
+    whole chain runs again in a new attempt; nothing the lost attempt staged is committed."""
+    conf = batch_failover_configuration(tmp_path)
+    conf.set("parallelism.default", 1)
+    env = StreamExecutionEnvironment(conf, spark)
+    (
+        daily_delays(departed_flights(env, flights_dir))
+        .transform(pausing, name="pausing")  # seconds, in the one Spark job
+        .sink_to(ParquetSink(str(tmp_path / "out")))
+    )
+    result, logs = run_losing_a_task_manager(spark, conf, env, "flights", caplog)
+
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
+    assert_region_failover(logs, result, sources=1, out=tmp_path / "out")
+    assert any("back to the enumerator" in m for m in logs)
+    (chained,) = result.accumulators.values()
+    assert chained.records_in == 336_776 and chained.bundles == 1
+    assert chained.records_out == len(expected_flight_delays(read_flights(flights_dir)))

@@ -91,7 +91,7 @@ def test_batch_equals_streaming_and_pandas_row_for_row(
     assert_same_result(batch, expected)
     assert_same_result(streaming, expected)
     assert batch.equals(streaming)
-    source, window = results["BATCH"].accumulators.values()
+    source, window = _source_and_keyed(results["BATCH"], parallelism)
     assert source.records_in == 336_776
     assert source.late_records == source.dead_letters == 0
     assert 1 <= source.bundles <= parallelism  # one Spark job per source subtask with input
@@ -183,7 +183,7 @@ def test_word_count_in_batch_emits_one_final_row_per_word_from_one_aggregation(
     assert batch["word"].is_unique
     assert dict(zip(batch["word"], batch["n"], strict=True)) == python_count(licenses)
     assert batch.equals(outputs["STREAMING"])
-    _, keyed = results["BATCH"].accumulators.values()
+    _, keyed = _source_and_keyed(results["BATCH"], parallelism)
     assert keyed.bundles == parallelism  # one aggregation per keyed subtask, at the end
     assert keyed.records_out == len(batch)
 
@@ -196,7 +196,7 @@ def test_malformed_csv_rows_become_dead_letters_in_batch(spark, flights_dir, tmp
     settings = {"execution.runtime-mode": "BATCH", "parallelism.default": 1}
     result = run_csv_job(spark, tmp_path, "csv-flights-batch", settings)
 
-    source, _ = result.accumulators.values()
+    source, _ = _source_and_keyed(result, 1)
     assert source.bundles == 1  # both files in one Spark job
     assert source.records_in == len(good) + len(BAD_LINES)
     assert source.dead_letters == len(BAD_LINES)
@@ -204,14 +204,16 @@ def test_malformed_csv_rows_become_dead_letters_in_batch(spark, flights_dir, tmp
     assert_dead_letters_once(tmp_path / "side" / "csv-flights-batch" / "dead-letters")
 
 
+@pytest.mark.parametrize("parallelism", [1, 2])
 @pytest.mark.parametrize("example", ["sliding_delays", "sessions"])
 def test_sliding_and_session_examples_in_batch_equal_pandas(
-    spark, shuffled, tmp_path, example
+    spark, shuffled, tmp_path, example, parallelism
 ) -> None:
     """Sliding windows (a record in several windows) and merging session windows: one firing
-    per keyed subtask in BATCH, the same rows as pandas."""
+    per keyed subtask in BATCH (at parallelism 1 in the source's Spark job), the same rows as
+    pandas."""
     module = load_example(example)
-    env = environment(spark, tmp_path, 2).set_runtime_mode("BATCH")
+    env = environment(spark, tmp_path, parallelism).set_runtime_mode("BATCH")
     module.build(env, str(shuffled), str(tmp_path / "out"))
     result = env.execute(f"{example}-batch")
 
@@ -221,5 +223,16 @@ def test_sliding_and_session_examples_in_batch_equal_pandas(
     else:
         expected, key = expected_sliding_delays(flights), "origin"
     assert_rows_equal(committed(tmp_path / "out"), expected, key)
-    source, window = result.accumulators.values()
-    assert source.late_records == 0 and window.bundles == 2
+    source, window = _source_and_keyed(result, parallelism)
+    assert source.late_records == 0 and window.bundles == parallelism
+
+
+def _source_and_keyed(result, parallelism: int) -> tuple:
+    """The source's and the keyed stage's accumulators; at parallelism 1 the keyed stage is
+    chained into the source (one vertex, one Spark job: api/keyed_chaining.py)."""
+    accumulators = list(result.accumulators.values())
+    if parallelism == 1:
+        [chained] = accumulators
+        assert chained.bundles == 1, "the whole job in one Spark job"
+        return chained, chained
+    return tuple(accumulators)

@@ -174,7 +174,8 @@ def longest_delay(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(
-    ("parallelism", "mode"), [(1, "STREAMING"), (2, "STREAMING"), (3, "STREAMING"), (2, "BATCH")]
+    ("parallelism", "mode"),
+    [(1, "STREAMING"), (2, "STREAMING"), (3, "STREAMING"), (1, "BATCH"), (2, "BATCH")],
 )
 def test_a_pandas_function_over_session_windows_equals_pandas(
     spark, scrambled, flights, tmp_path, parallelism, mode

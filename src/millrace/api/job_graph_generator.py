@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from millrace.api.join_operators import IntervalJoinOperator, RebalanceOperator, WindowJoinOperator
+from millrace.api.keyed_chaining import chain_keyed_stages
 from millrace.api.multi_input_transformations import MultiInputTransformation
 from millrace.api.operators import (
     KeyedAggregateOperator,
@@ -99,7 +100,9 @@ def generate_job_graph(
         max_parallelism: Key groups (``pipeline.max-parallelism``).
         side_outputs: Tag (``dead-letters``, ``late``) -> the sink every source vertex writes
             that side output to; chained into each source vertex as SIDE_OUTPUT operators.
-        batch: Build the BATCH form (``BATCH_TASKS``: each stage runs to its end).
+        batch: Build the BATCH form (``BATCH_TASKS``: each stage runs to its end; a keyed
+            stage of parallelism 1 fed by a source of parallelism 1 is chained into it,
+            ``api/keyed_chaining.py``).
 
     Raises:
         PipelineError: If the pipeline has no sink, branches, or uses a construct that cannot be
@@ -146,6 +149,7 @@ def generate_job_graph(
                     "execution.runtime-mode=STREAMING"
                 )
             vertex.invokable = BATCH_TASKS[vertex.invokable]
+        chain_keyed_stages(vertices, edges)  # a HASH edge between two single subtasks
     return _with_stable_ids(JobGraph(name, vertices, edges, max_parallelism=max_parallelism))
 
 

@@ -18,7 +18,7 @@ from millrace.api.operators import (
 )
 from millrace.spark.windowing import KEY_GROUP, TARGET, key_group, target_subtask
 
-__all__ = ["compacted_state", "emitted_rows", "keyed_exchange_frame"]
+__all__ = ["aggregated_once", "compacted_state", "emitted_rows", "keyed_exchange_frame"]
 
 _FRESH = "__fresh"
 
@@ -78,7 +78,7 @@ def emitted_rows(
         frame = reader.parquet(*paths)
         return frame.coalesce(1) if one_partition else frame
 
-    aggregates = op.plan.final_columns() if op.plan.decomposable else list(op.plan.columns)
+    aggregates = _final_aggregates(op)
     if not settled:
         result = read(fresh).groupBy(*op.keys).agg(*aggregates)
     else:
@@ -91,6 +91,25 @@ def emitted_rows(
             .drop(_FRESH)
         )
     return result
+
+
+def aggregated_once(frame: Any, op: KeyedAggregateOperator) -> Any:
+    """The final row of every key of ``frame``: the user's aggregates over the partials (or
+    the records) of a bounded input, aggregated once (BATCH).
+
+    Args:
+        frame: The partials or records as the HASH exchange carries them (lazy DataFrame;
+            key group and target columns optional).
+        op: The operator.
+
+    Returns:
+        A lazy DataFrame ``(keys..., aggregates...)``, one row per key.
+    """
+    return frame.groupBy(*op.keys).agg(*_final_aggregates(op))
+
+
+def _final_aggregates(op: KeyedAggregateOperator) -> list[Any]:
+    return op.plan.final_columns() if op.plan.decomposable else list(op.plan.columns)
 
 
 def compacted_state(spark: Any, op: KeyedAggregateOperator, paths: list[str], schema: Any) -> Any:

@@ -307,46 +307,11 @@ class SourceStreamTask(SparkStreamTask):
         late = 0
         tail = self._tail
         if isinstance(tail, LocalWindowAggregateOperator | WindowAssignOperator):
-            window = tail.window
             if sequence == 0:
                 _require_column(frame, tail.event_time, env.task_name)
-            consumers = self.tdd.num_subpartitions
-            groups = key_group(tail.keys, self.tdd.max_parallelism)
-            assigned = assign_windows(frame, tail.event_time, window)
-            # a record counts (and goes to the late output) once: on its latest window's row
-            latest = F.col(LATEST) if marks_latest(window) else F.lit(True)
-            is_late = (
-                F.lit(False)  # BATCH: no record is late
-                if watermark is None
-                else late_condition(window, watermark, tail.lateness_ms)
-            )
-            windowed = assigned.withColumns(  # one plan step: no column listed one by one
-                {
-                    _LATE: is_late,
-                    LATEST: latest,
-                    KEY_GROUP: groups,
-                    TARGET: target_subtask(groups, self.tdd.max_parallelism, consumers),
-                }
-            )
-            bounds = [WINDOW_START, WINDOW_END] if window.is_merging else [WINDOW_START]
-            if isinstance(tail, LocalWindowAggregateOperator):
-                # Late rows are kept apart by a grouping key, not a filter: one plan step less,
-                # and their count comes with the partials. The key group is a function of the
-                # keys: grouping by it too adds no group. Sessions merge within the bundle.
-                local = (
-                    merge_sessions(windowed, [*tail.keys, _LATE]) if window.is_merging else windowed
-                )
-                out = local.groupBy(*tail.keys, *bounds, _LATE, KEY_GROUP, TARGET).agg(
-                    *tail.plan.partial_columns(), F.count_if(F.col(LATEST)).alias(_ROWS)
-                )
-            else:
-                out = windowed.withColumn(_ROWS, F.col(LATEST).cast("long")).drop(LATEST)
-            table, late = _split_late(self.collect(out))
-            self._exchange(table, sequence, window.size_ms)
+            late, windowed = self._window_output(frame, tail, watermark, sequence)
         elif isinstance(tail, LocalKeyedAggregateOperator | KeyedRecordsOperator):
-            consumers = self.tdd.num_subpartitions
-            out = keyed_exchange_frame(frame, tail, self.tdd.max_parallelism, consumers)
-            self._exchange(self.collect(out), sequence, None)
+            self._keyed_output(frame, tail, sequence)
         elif isinstance(tail, RebalanceOperator):  # a union feeding sinks
             env.metrics.records_out += write_rebalanced(self.collect(frame), env, sequence)
         elif self.sinks:
@@ -370,6 +335,65 @@ class SourceStreamTask(SparkStreamTask):
             for i, split_id in enumerate(split_ids)
             if counts.get(f"max{i}") is not None
         }
+
+    def _window_output(
+        self,
+        frame: Any,
+        tail: LocalWindowAggregateOperator | WindowAssignOperator,
+        watermark: int | None,
+        sequence: int,
+    ) -> tuple[int, Any]:
+        """Run the bundle's Spark job and hand its windowed output to the consumer subtasks:
+        partials per key and window (or records with their windows), by key group.
+
+        Returns:
+            The number of late input records and the windowed records (lazy DataFrame), from
+            which the late ones are written to the late side output.
+        """
+        from pyspark.sql import functions as F
+
+        window = tail.window
+        consumers = self.tdd.num_subpartitions
+        groups = key_group(tail.keys, self.tdd.max_parallelism)
+        assigned = assign_windows(frame, tail.event_time, window)
+        # a record counts (and goes to the late output) once: on its latest window's row
+        latest = F.col(LATEST) if marks_latest(window) else F.lit(True)
+        is_late = (
+            F.lit(False)  # BATCH: no record is late
+            if watermark is None
+            else late_condition(window, watermark, tail.lateness_ms)
+        )
+        windowed = assigned.withColumns(  # one plan step: no column listed one by one
+            {
+                _LATE: is_late,
+                LATEST: latest,
+                KEY_GROUP: groups,
+                TARGET: target_subtask(groups, self.tdd.max_parallelism, consumers),
+            }
+        )
+        bounds = [WINDOW_START, WINDOW_END] if window.is_merging else [WINDOW_START]
+        if isinstance(tail, LocalWindowAggregateOperator):
+            # Late rows are kept apart by a grouping key, not a filter: one plan step less,
+            # and their count comes with the partials. The key group is a function of the
+            # keys: grouping by it too adds no group. Sessions merge within the bundle.
+            local = merge_sessions(windowed, [*tail.keys, _LATE]) if window.is_merging else windowed
+            out = local.groupBy(*tail.keys, *bounds, _LATE, KEY_GROUP, TARGET).agg(
+                *tail.plan.partial_columns(), F.count_if(F.col(LATEST)).alias(_ROWS)
+            )
+        else:
+            out = windowed.withColumn(_ROWS, F.col(LATEST).cast("long")).drop(LATEST)
+        table, late = _split_late(self.collect(out))
+        self._exchange(table, sequence, window.size_ms)
+        return late, windowed
+
+    def _keyed_output(
+        self, frame: Any, tail: LocalKeyedAggregateOperator | KeyedRecordsOperator, sequence: int
+    ) -> None:
+        """Run the bundle's Spark job and hand its partials per key (or its records) to the
+        consumer subtasks of the running aggregate, by key group."""
+        consumers = self.tdd.num_subpartitions
+        out = keyed_exchange_frame(frame, tail, self.tdd.max_parallelism, consumers)
+        self._exchange(self.collect(out), sequence, None)
 
     def _exchange(self, table: Any, sequence: int, window_size_ms: int | None) -> None:
         """Hand ``table`` (``pyarrow.Table`` with ``__target``) to the consumer subtasks: one
