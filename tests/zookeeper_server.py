@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from millrace.errors import LocalZooKeeperError
+from millrace.errors import LocalServerError
 from millrace.runtime.highavailability.local_zookeeper import DEFAULT_JAR_DIR, LocalZooKeeper
 from tests.real_parts import part_unavailable
 
@@ -52,17 +52,17 @@ def running_zookeeper(directory: Path) -> Iterator[LocalZooKeeper]:
     """A started server with its data in ``directory``, stopped by PID when the block ends.
 
     Raises:
-        LocalZooKeeperError: If ZooKeeper cannot be installed, or no start succeeds.
+        LocalServerError: If ZooKeeper cannot be installed, or no start succeeds.
     """
     ensure_zookeeper_installed()
-    error: LocalZooKeeperError | None = None
+    error: LocalServerError | None = None
     for _ in range(3):
         server = LocalZooKeeper(
             directory, port=free_port(), start_timeout=START_WAIT, stop_timeout=STOP_WAIT
         )
         try:
             server.start()  # kills the server itself if it does not serve
-        except LocalZooKeeperError as failed:
+        except LocalServerError as failed:
             error = failed
             continue
         try:
@@ -81,6 +81,6 @@ def zookeeper(tmp_path: Path) -> Iterator[LocalZooKeeper]:
     with contextlib.ExitStack() as stack:
         try:
             server = stack.enter_context(running_zookeeper(tmp_path / "zookeeper"))
-        except LocalZooKeeperError as error:
+        except LocalServerError as error:
             part_unavailable("ZooKeeper", error)
         yield server

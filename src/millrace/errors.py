@@ -39,7 +39,7 @@ gateway's docstrings say which), never with a builtin exception (a bug excepted)
     │   └── UserCodeError                 user code cannot be (de)serialized
     ├── HighAvailabilityError             ZooKeeper or the HA storage cannot be used
     │   └── LeadershipLostError           this JobManager is no longer the leader
-    ├── LocalZooKeeperError               a local ZooKeeper server cannot start or stop
+    ├── LocalServerError                  a local ZooKeeper or Spark server cannot start or stop
     ├── MessageLossError                  a channel lost, repeated or mixed up partition events
     ├── JobChangeError                    a live change (modify, rescale) is refused or failed
     └── ConfigError                       (also ValueError) an invalid configuration value
@@ -75,7 +75,7 @@ __all__ = [
     "JobExecutionError",
     "JobSubmissionError",
     "LeadershipLostError",
-    "LocalZooKeeperError",
+    "LocalServerError",
     "MessageLossError",
     "MillraceError",
     "PartitionNotFoundError",
@@ -444,22 +444,22 @@ class LeadershipLostError(HighAvailabilityError):
         self.leader_session_id = leader_session_id
 
 
-class LocalZooKeeperError(MillraceError):
-    """A local ZooKeeper server (LocalZooKeeper, ``millrace zookeeper start``) cannot start or
-    stop: java or the ZooKeeper jars are missing, its port is taken, or it does not answer.
+class LocalServerError(MillraceError):
+    """A server this machine runs for development and tests (LocalZooKeeper, ``millrace
+    zookeeper start``; SparkStandaloneCluster, ``millrace spark-cluster start``) cannot start
+    or stop: java or its jars are missing, its port is taken, or it does not answer.
 
     Attributes:
-        data_dir: The server's directory (its ``zoo.cfg`` and ``zookeeper.log``).
+        data_dir: The server's directory (its configuration, logs and PID files).
         reason: What went wrong and, where there is one, the fix.
         log_tail: The end of the server's log ("" if it never ran).
+        server: Which server, e.g. ``"ZooKeeper"``, ``"Spark master"``.
     """
 
-    def __init__(self, data_dir: str, reason: str, log_tail: str = "") -> None:
-        self.data_dir = data_dir
-        self.reason = reason
-        self.log_tail = log_tail
+    def __init__(self, data_dir: str, reason: str, log_tail: str = "", server: str = "ZooKeeper"):
+        self.data_dir, self.reason, self.log_tail, self.server = data_dir, reason, log_tail, server
         shown = f"\nthe end of its log:\n{log_tail}" if log_tail else ""
-        super().__init__(f"local ZooKeeper in {data_dir}: {reason}{shown}")
+        super().__init__(f"local {server} in {data_dir}: {reason}{shown}")
 
 
 class MessageLossError(MillraceError):

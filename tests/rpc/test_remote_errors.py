@@ -59,7 +59,7 @@ EXAMPLES: dict[type[errors.MillraceError], errors.MillraceError] = {
         "no ZooKeeper server answered", "/millrace/default/leader"
     ),
     errors.LeadershipLostError: errors.LeadershipLostError("9f" * 16, "the latch is gone"),
-    errors.LocalZooKeeperError: errors.LocalZooKeeperError(
+    errors.LocalServerError: errors.LocalServerError(
         "/tmp/zk", "it did not answer within 30 s", "ERROR bind failed"
     ),
     errors.JobChangeError: errors.JobChangeError("no transform named 'tag'"),

@@ -6,8 +6,9 @@ environment bound to it, shows progress, prints a summary and shuts everything d
 ``--jobmanager HOST:PORT`` the script's jobs go to that standalone cluster instead (waiting for
 them, or not with ``--detached``). ``cluster start|stop``, ``taskmanager start``, ``list`` and
 ``cancel`` operate a standalone cluster; ``zookeeper start|stop`` runs a local ZooKeeper
-server for its high availability. Exit codes: 0 success, 1 job or script failure (root
-cause printed), 2 bad configuration or usage.
+server for its high availability; ``spark-cluster start|stop`` a Spark standalone cluster for
+its data plane (``-D spark.master=spark://HOST:PORT``). Exit codes: 0 success, 1 job or
+script failure (root cause printed), 2 bad configuration or usage.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from millrace.cli.job_commands import cancel, list_jobs, modify, rescale, savepo
 from millrace.cli.job_summary import print_summary
 from millrace.cli.progress import DetachedExecutor, EmbeddedClusterExecutor, ProgressExecutor
 from millrace.cli.remote_cluster import RemoteCluster, resolve_jobmanager
+from millrace.cli.spark_cluster_commands import spark_cluster_app
 from millrace.cli.zookeeper_commands import zookeeper_app
 from millrace.config import (
     CheckpointingOptions,
@@ -59,6 +61,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(taskmanager_app, name="taskmanager")
 app.add_typer(jobmanager_app, name="jobmanager")
 app.add_typer(zookeeper_app, name="zookeeper")
+app.add_typer(spark_cluster_app, name="spark-cluster")
 app.command("list")(list_jobs)
 app.command("cancel")(cancel)
 app.command("savepoint")(savepoint)

@@ -22,7 +22,7 @@ from rich.markup import escape
 
 from millrace.cli.cli_configuration import ConfigFile, DynamicProperties, load_configuration_or_exit
 from millrace.config import ClusterOptions, HighAvailabilityMode, HighAvailabilityOptions
-from millrace.errors import LocalZooKeeperError
+from millrace.errors import LocalServerError
 from millrace.runtime.highavailability.local_zookeeper import DEFAULT_JAR_DIR, LocalZooKeeper
 
 __all__ = ["zookeeper_app"]
@@ -71,7 +71,7 @@ def zookeeper_start(
     try:
         with console.status(f"Starting ZooKeeper on {server.connect_string}..."):
             server.start()
-    except LocalZooKeeperError as error:
+    except LocalServerError as error:
         console.print(
             f"[red]cannot start ZooKeeper:[/] {escape(str(error))}", highlight=False, soft_wrap=True
         )
@@ -100,7 +100,7 @@ def zookeeper_stop(
     pid = server.pid
     try:
         server.stop()
-    except LocalZooKeeperError as error:
+    except LocalServerError as error:
         console.print(
             f"[red]cannot stop ZooKeeper:[/] {escape(str(error))}", highlight=False, soft_wrap=True
         )

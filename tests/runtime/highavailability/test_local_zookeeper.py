@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from millrace.errors import LocalZooKeeperError
+from millrace.errors import LocalServerError
 from millrace.runtime.highavailability.local_zookeeper import LocalZooKeeper
 from tests.zookeeper_server import free_port, running_zookeeper
 
@@ -111,7 +111,7 @@ def test_a_pid_file_naming_another_process_is_not_trusted(tmp_path: Path) -> Non
 
 def test_missing_jars_name_the_directory_and_the_install_command(tmp_path: Path) -> None:
     server = LocalZooKeeper(tmp_path / "zk", port=free_port(), jar_dir=tmp_path / "no-jars")
-    with pytest.raises(LocalZooKeeperError) as raised:
+    with pytest.raises(LocalServerError) as raised:
         server.start()
     message = str(raised.value)
     assert "no zookeeper.jar in" in message and str(tmp_path / "no-jars") in message
@@ -121,13 +121,13 @@ def test_missing_jars_name_the_directory_and_the_install_command(tmp_path: Path)
 
 def test_missing_java_names_the_install_command(tmp_path: Path) -> None:
     server = LocalZooKeeper(tmp_path / "zk", port=free_port(), java="/nonexistent/bin/java")
-    with pytest.raises(LocalZooKeeperError, match=r"java is missing.*openjdk-17-jre-headless"):
+    with pytest.raises(LocalServerError, match=r"java is missing.*openjdk-17-jre-headless"):
         server.start()
 
 
 def test_a_taken_port_is_refused_before_the_jvm_starts(zookeeper: LocalZooKeeper) -> None:
     second = LocalZooKeeper(zookeeper.data_dir.parent / "second", port=zookeeper.port)
-    with pytest.raises(LocalZooKeeperError, match="another process holds the port"):
+    with pytest.raises(LocalServerError, match="another process holds the port"):
         second.start()
     assert second.pid is None
 
@@ -137,7 +137,7 @@ def test_a_server_that_exits_at_start_fails_with_its_log(tmp_path: Path) -> None
     jars.mkdir()
     (jars / "zookeeper.jar").write_bytes(b"not a jar")
     server = LocalZooKeeper(tmp_path / "zk", port=free_port(), jar_dir=jars)
-    with pytest.raises(LocalZooKeeperError) as raised:
+    with pytest.raises(LocalServerError) as raised:
         server.start()
     assert "exited with code" in raised.value.reason
     assert "ClassNotFoundException" in raised.value.log_tail  # java's complaint, from the log

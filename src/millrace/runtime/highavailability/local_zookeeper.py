@@ -32,7 +32,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from millrace.errors import LocalZooKeeperError
+from millrace.errors import LocalServerError
 
 __all__ = ["DEFAULT_JAR_DIR", "INSTALL_HINT", "LocalZooKeeper", "zookeeper_classpath"]
 
@@ -72,7 +72,7 @@ def zookeeper_classpath(jar_dir: Path = DEFAULT_JAR_DIR) -> str:
         Paths joined with ``:``.
 
     Raises:
-        LocalZooKeeperError: If ``jar_dir`` holds no ZooKeeper jar (the message names the
+        LocalServerError: If ``jar_dir`` holds no ZooKeeper jar (the message names the
             install command).
     """
     main = jar_dir / "zookeeper.jar"
@@ -81,7 +81,7 @@ def zookeeper_classpath(jar_dir: Path = DEFAULT_JAR_DIR) -> str:
         return ":".join(str(p) for p in (main, logger) if p.is_file())
     if any(jar_dir.glob("zookeeper-3.*.jar")):
         return f"{jar_dir}/*"
-    raise LocalZooKeeperError(
+    raise LocalServerError(
         "",
         f"the ZooKeeper jars are missing: no zookeeper.jar in {jar_dir}; install them with "
         f"{INSTALL_HINT}",
@@ -92,7 +92,7 @@ def _find_java(java: str | None) -> str:
     """``java`` if given, else ``$JAVA_HOME/bin/java``, else ``java`` on PATH.
 
     Raises:
-        LocalZooKeeperError: If that executable does not exist.
+        LocalServerError: If that executable does not exist.
     """
     if java is None:
         home = os.environ.get("JAVA_HOME", "")
@@ -100,7 +100,7 @@ def _find_java(java: str | None) -> str:
         java = str(candidate) if home and candidate.is_file() else "java"
     found = shutil.which(java)
     if found is None:
-        raise LocalZooKeeperError(
+        raise LocalServerError(
             "", f"java is missing ({java!r} not found); install it with {_JAVA_INSTALL_HINT}"
         )
     return found
@@ -215,7 +215,7 @@ class LocalZooKeeper:
         """Write ``zoo.cfg``, start the server and wait until it serves clients.
 
         Raises:
-            LocalZooKeeperError: If java or the jars are missing, a server of this directory
+            LocalServerError: If java or the jars are missing, a server of this directory
                 already runs, the port is taken, or the server exits or does not serve within
                 ``start_timeout`` (it is killed then; the error holds its log's end).
         """
@@ -256,7 +256,7 @@ class LocalZooKeeper:
         ``stop_timeout`` s. Idempotent; znodes are kept for the next start.
 
         Raises:
-            LocalZooKeeperError: If the server still runs 10 s after SIGKILL.
+            LocalServerError: If the server still runs 10 s after SIGKILL.
         """
         pid = self.pid
         if pid is not None:
@@ -269,7 +269,7 @@ class LocalZooKeeper:
         """SIGKILL the server (a crash, for failover tests). Idempotent; znodes are kept.
 
         Raises:
-            LocalZooKeeperError: If the server still runs 10 s after SIGKILL.
+            LocalServerError: If the server still runs 10 s after SIGKILL.
         """
         pid = self.pid
         if pid is not None:
@@ -281,7 +281,7 @@ class LocalZooKeeper:
         the sessions, which clients resume within their timeout) survive.
 
         Raises:
-            LocalZooKeeperError: As :meth:`stop` and :meth:`start` do.
+            LocalServerError: As :meth:`stop` and :meth:`start` do.
         """
         self.stop()
         self.start()
@@ -338,7 +338,7 @@ class LocalZooKeeper:
     def _classpath(self) -> str:
         try:
             return zookeeper_classpath(self.jar_dir)
-        except LocalZooKeeperError as error:
+        except LocalServerError as error:
             raise self._error(error.reason) from None
 
     def _write_config(self) -> None:
@@ -417,8 +417,8 @@ class LocalZooKeeper:
         self._process = None
         self.pid_file.unlink(missing_ok=True)
 
-    def _error(self, reason: str, log_tail: str = "") -> LocalZooKeeperError:
-        return LocalZooKeeperError(str(self.data_dir), reason, log_tail)
+    def _error(self, reason: str, log_tail: str = "") -> LocalServerError:
+        return LocalServerError(str(self.data_dir), reason, log_tail)
 
 
 def _read_config(path: Path) -> dict[str, str]:
