@@ -13,8 +13,10 @@ holds the executors a Worker launches), so it outlives the process that started 
     work/worker-<i>/                Worker i's application directories (executor logs)
 
 Every process binds ``host`` (loopback by default: ``SPARK_LOCAL_IP``); the Master's REST
-submission server is off. ``start`` waits until the Master's web UI (``/json/``) lists every
-Worker ALIVE. Stopping is by PID and process group: SIGTERM, SIGKILL after a grace period.
+submission server is off, and a port of the Master's already taken fails the start (Spark would
+otherwise bind the next port, where no client looks). ``start`` waits until the Master's web
+UI (``/json/``) lists every Worker ALIVE. Stopping is by PID and process group: SIGTERM,
+SIGKILL after a grace period.
 
 A Millrace TaskManager (or the embedded cluster) runs its SparkSession on the cluster with
 ``spark.master`` set to :attr:`SparkStandaloneCluster.master_url`; each SparkSession is a Spark
@@ -198,6 +200,22 @@ class SparkStandaloneCluster:
         """
         self._stop(f"worker-{index}", signal.SIGKILL, 10.0)
 
+    def executors(self, index: int) -> int:
+        """How many executor JVMs (``CoarseGrainedExecutorBackend``) Worker ``index`` runs now:
+        the members of its process group that are executors."""
+        pid = self.pid(f"worker-{index}")
+        if pid is None:
+            return 0
+        count = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                group = int(stat.read_text().rsplit(")", 1)[1].split()[2])
+                command = (stat.parent / "cmdline").read_bytes()
+            except (OSError, IndexError, ValueError):
+                continue
+            count += group == pid and b"CoarseGrainedExecutorBackend" in command
+        return count
+
     def stop(self) -> None:
         """Stop every Worker (with its executors), then the Master: SIGTERM to each process
         group, SIGKILL after ``stop_timeout`` s. Idempotent.
@@ -250,7 +268,9 @@ class SparkStandaloneCluster:
             **os.environ,
             "SPARK_HOME": str(home),
             "SPARK_LOCAL_IP": self.host,
-            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+            # no REST submission server; a taken port fails the start instead of binding the
+            # next one (clients would look for the master where it is not)
+            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false -Dspark.port.maxRetries=0",
             "SPARK_NO_DAEMONIZE": "1",
         }
         command = [str(home / "bin" / "spark-class"), main_class, *args, *more]

@@ -1,0 +1,86 @@
+"""``millrace spark-cluster start|stop`` as an operator runs it: a separate process that leaves
+a Spark master with its workers behind (ALIVE at the master), says so when started twice, and
+stops them by their PIDs, idempotently; a port already taken fails the start with the reason."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from millrace.errors import LocalServerError
+from millrace.spark.standalone_cluster import SparkStandaloneCluster
+from tests.zookeeper_server import free_port
+
+pytestmark = [pytest.mark.slow]
+
+CLI_WAIT = 180.0  # seconds a millrace command may take
+
+
+def millrace(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``millrace ARGS`` in a process of its own (the cluster it starts outlives it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "millrace.cli.main", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=CLI_WAIT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_start_twice_then_stop_twice(tmp_path: Path) -> None:
+    port, ui = free_port(), free_port()
+    where = ["--dir", str(tmp_path / "spark")]
+    ports = ["--port", str(port), "--webui-port", str(ui)]
+    try:
+        started = millrace("spark-cluster", "start", "--workers", "2", *ports, *where, cwd=tmp_path)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert f"-D spark.master=spark://127.0.0.1:{port}" in started.stdout
+        cluster = SparkStandaloneCluster.running_in(tmp_path / "spark")
+        assert cluster is not None, "the cluster outlived the command"
+        assert cluster.alive_workers() == 2
+        pids = [cluster.pid(p) for p in ("master", "worker-0", "worker-1")]
+        assert None not in pids
+
+        again = millrace("spark-cluster", "start", *ports, *where, cwd=tmp_path)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert f"already runs at spark://127.0.0.1:{port}" in again.stdout
+
+        stopped = millrace("spark-cluster", "stop", *where, cwd=tmp_path)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert f"stopped the Spark cluster at spark://127.0.0.1:{port}" in stopped.stdout
+        assert not any(running(pid) for pid in pids if pid is not None)
+        assert SparkStandaloneCluster.running_in(tmp_path / "spark") is None
+
+        twice = millrace("spark-cluster", "stop", *where, cwd=tmp_path)
+        assert twice.returncode == 0 and "no Spark cluster runs" in twice.stdout
+    finally:
+        left = SparkStandaloneCluster.running_in(tmp_path / "spark")
+        if left is not None:
+            left.stop()
+
+
+def test_a_taken_port_fails_the_start_with_the_masters_log(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cluster = SparkStandaloneCluster(tmp_path / "spark", port=port, start_timeout=60)
+        with pytest.raises(LocalServerError) as info:
+            cluster.start()
+    assert info.value.server == "Spark master"
+    assert str(port) in info.value.log_tail
+    assert cluster.pid("master") is None and cluster.pid("worker-0") is None
