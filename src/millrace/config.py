@@ -702,7 +702,14 @@ class JobManagerOptions:
     RPC_ADDRESS = _str(
         "jobmanager.rpc.address",
         "127.0.0.1",
-        "Host the JobManager's RPC service binds to and advertises.",
+        "Host the JobManager's RPC service advertises (and binds to, unless "
+        "jobmanager.bind-host is set): the address TaskManagers and clients connect to.",
+    )
+    BIND_HOST = _str(
+        "jobmanager.bind-host",
+        "",
+        "Interface the JobManager's RPC service binds to, e.g. 0.0.0.0 behind NAT or in a "
+        "container; empty: jobmanager.rpc.address (Flink's jobmanager.bind-host).",
     )
     RPC_PORT = _int(
         "jobmanager.rpc.port",
@@ -719,7 +726,15 @@ class TaskManagerOptions:
     HOST = _str(
         "taskmanager.host",
         "127.0.0.1",
-        "Host a TaskManager's RPC service binds to and advertises.",
+        "Host a TaskManager's RPC service advertises (and binds to, unless "
+        "taskmanager.bind-host is set): the address the JobManager and other TaskManagers "
+        "connect to.",
+    )
+    BIND_HOST = _str(
+        "taskmanager.bind-host",
+        "",
+        "Interface a TaskManager's RPC service binds to, e.g. 0.0.0.0; empty: taskmanager.host "
+        "(Flink's taskmanager.bind-host).",
     )
     RPC_PORT = _int(
         "taskmanager.rpc.port",

@@ -59,6 +59,7 @@ class StandaloneCluster:
     work: Path
     settings: dict[str, str] = field(default_factory=dict)
     processes: list[ClusterProcess] = field(default_factory=list)
+    host: str = "127.0.0.1"  # the JobManager's RPC and REST address, as others reach it
 
     def __post_init__(self) -> None:
         self.rpc_port = free_port()
@@ -75,17 +76,22 @@ class StandaloneCluster:
 
     @property
     def jobmanager(self) -> str:
-        return f"127.0.0.1:{self.rpc_port}"
+        return f"{self.host}:{self.rpc_port}"
 
     @property
     def configuration(self) -> Configuration:
         return Configuration(self.settings)
 
     def _start(
-        self, kind: str, command: list[str], extra: dict[str, str] | None = None
+        self,
+        kind: str,
+        command: list[str],
+        extra: dict[str, str] | None = None,
+        prefix: list[str] | None = None,
     ) -> ClusterProcess:
-        """Start ``millrace COMMAND`` with every setting, then ``extra`` (which win)."""
-        args = [str(ROOT / ".venv" / "bin" / "millrace"), *command]
+        """Start ``millrace COMMAND`` with every setting, then ``extra`` (which win), behind
+        ``prefix`` (e.g. ``ip netns exec HOST``, which execs: the PID is millrace's)."""
+        args = [*(prefix or []), str(ROOT / ".venv" / "bin" / "millrace"), *command]
         for key, value in {**self.settings, **(extra or {})}.items():
             args += ["-D", f"{key}={value}"]
         log = self.work / f"{kind}-{len(self.processes)}.log"
@@ -102,13 +108,18 @@ class StandaloneCluster:
         self.processes.append(started)
         return started
 
-    def start_jobmanager(self) -> ClusterProcess:
+    def start_jobmanager(
+        self, extra: dict[str, str] | None = None, prefix: list[str] | None = None
+    ) -> ClusterProcess:
         """Start a JobManager and wait until its REST API answers."""
-        jobmanager = self._start("jobmanager", ["cluster", "start", "--foreground"])
+        command = ["cluster", "start", "--foreground"]
+        jobmanager = self._start("jobmanager", command, extra, prefix)
         self.wait_until(lambda: self._rest_up(jobmanager), what="the JobManager's REST API")
         return jobmanager
 
-    def start_taskmanager(self, slots: int = 2) -> ClusterProcess:
+    def start_taskmanager(
+        self, slots: int = 2, extra: dict[str, str] | None = None, prefix: list[str] | None = None
+    ) -> ClusterProcess:
         return self._start(
             "taskmanager",
             [
@@ -120,6 +131,8 @@ class StandaloneCluster:
                 "--slots",
                 str(slots),
             ],
+            extra,
+            prefix,
         )
 
     def _rest_up(self, jobmanager: ClusterProcess) -> bool:
@@ -132,7 +145,7 @@ class StandaloneCluster:
         return True
 
     def rest(self, path: str) -> Any:
-        response = httpx.get(f"http://127.0.0.1:{self.rest_port}{path}", timeout=10)
+        response = httpx.get(f"http://{self.host}:{self.rest_port}{path}", timeout=10)
         response.raise_for_status()
         return response.json()
 
@@ -143,7 +156,7 @@ class StandaloneCluster:
         Raises:
             httpx.HTTPError: Any other failure of the REST call.
         """
-        response = httpx.get(f"http://127.0.0.1:{self.rest_port}/jobs/{job_id}", timeout=10)
+        response = httpx.get(f"http://{self.host}:{self.rest_port}/jobs/{job_id}", timeout=10)
         if response.status_code == 404:
             return {}
         response.raise_for_status()

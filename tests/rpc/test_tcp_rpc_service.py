@@ -77,6 +77,32 @@ def test_calls_cross_services_over_tcp(pair) -> None:
     assert gateway.size().result(WAIT) == 1
 
 
+def test_a_service_binds_one_interface_and_advertises_another() -> None:
+    """``bind_host`` (Flink's ``*.bind-host``): listen on every interface, advertise the
+    address peers must use; peers reach the endpoint at the advertised address."""
+    server = TcpRpcService(
+        "server",
+        security=TransportSecurity(SECRET),
+        codec=control_message_codec(),
+        configuration=CONF,
+        host="127.0.0.2",  # another loopback address: bound only through 0.0.0.0
+        bind_host="0.0.0.0",
+    )
+    client = service("client")
+    try:
+        endpoint = StoreEndpoint(server)
+        endpoint.start()
+        assert server.authority.startswith("127.0.0.2:")
+        assert endpoint.address.startswith("tcp://127.0.0.2:")
+        gateway = client.connect(endpoint.address, StoreGateway).result(WAIT)
+        assert gateway.put(b"abc").result(WAIT) == 3
+        with socket.create_connection(("127.0.0.1", int(server.authority.rsplit(":")[1]))):
+            pass  # bound to every interface, not only the advertised one
+    finally:
+        for s in (client, server):
+            s.close_async().result(timeout=WAIT)
+
+
 def test_oversized_message_fails_only_that_call_and_sends_nothing(pair) -> None:
     _, client, endpoint = pair
     gateway = client.connect(endpoint.address, StoreGateway).result(WAIT)

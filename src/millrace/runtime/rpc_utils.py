@@ -17,15 +17,18 @@ def create_remote_rpc_service(
     host: str,
     port: int,
     create_secret: bool = False,
+    bind_host: str | None = None,
 ) -> TcpRpcService:
     """A TcpRpcService with the cluster's secret, TLS settings and control-message codec.
 
     Args:
         name: Service name (threads, logs).
         configuration: ``rpc.*`` and ``security.*`` keys.
-        host: Interface to bind and advertise.
+        host: Address to advertise (and to bind, unless ``bind_host`` is given).
         port: Port (0: any free port).
         create_secret: Create the secret file if missing (the JobManager at cluster start).
+        bind_host: Interface to bind (``jobmanager.bind-host``, ``taskmanager.bind-host``);
+            None or empty: ``host``.
 
     Raises:
         ConfigError: If the secret or TLS files are missing or invalid.
@@ -39,6 +42,7 @@ def create_remote_rpc_service(
         configuration=configuration,
         host=host,
         port=port,
+        bind_host=bind_host or None,
     )
 
 

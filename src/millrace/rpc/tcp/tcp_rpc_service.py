@@ -88,7 +88,9 @@ class TcpRpcService:
             the limits of the module docstring (``rpc.handshake.*``, ``rpc.idle-timeout``,
             ``rpc.write-queue.max-size``).
         clock: Time source of timeouts.
-        host: Interface to listen on and to advertise in addresses (loopback by default).
+        host: Address to advertise in addresses, and to listen on unless ``bind_host`` is
+            given (loopback by default).
+        bind_host: Interface to listen on (e.g. ``0.0.0.0``); None: ``host``.
         port: Port to listen on; 0 picks a free one.
         framesize_bytes: Largest message in bytes; None: ``rpc.framesize`` (10485760).
 
@@ -114,6 +116,7 @@ class TcpRpcService:
         host: str = "127.0.0.1",
         port: int = 0,
         framesize_bytes: int | None = None,
+        bind_host: str | None = None,
     ) -> None:
         if len(security.secret) < MIN_SECRET_BYTES:
             raise ValueError(f"the cluster secret must be at least {MIN_SECRET_BYTES} bytes")
@@ -129,7 +132,7 @@ class TcpRpcService:
         self._framesize = framesize_bytes or conf.get(RpcOptions.FRAMESIZE)
         # One frame of the largest size always fits (framesize_bytes may exceed the key).
         self._max_unsent = max(conf.get(RpcOptions.WRITE_QUEUE_MAX_SIZE), self._framesize + 1024)
-        listener = listen(host, port)  # OSError here: nothing is running yet
+        listener = listen(bind_host or host, port)  # OSError here: nothing is running yet
         self._timer = RpcTimer(self._clock, f"{name}-rpc-timer")
         self._registry = EndpointRegistry(name, self._timer, conf.get(RpcOptions.LOOKUP_TIMEOUT))
         self._lock = threading.Lock()

@@ -139,6 +139,7 @@ class StandaloneSessionClusterEntrypoint:
                 host=conf.get(JobManagerOptions.RPC_ADDRESS),
                 port=conf.get(JobManagerOptions.RPC_PORT),
                 create_secret=True,
+                bind_host=conf.get(JobManagerOptions.BIND_HOST),
             )
             self._rpc.set_fatal_error_handler(self.termination.on_fatal_error)
             self.rpc_address = self._rpc.authority

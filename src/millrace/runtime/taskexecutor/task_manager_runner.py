@@ -103,6 +103,7 @@ class TaskManagerRunner:
             conf,
             host=conf.get(TaskManagerOptions.HOST),
             port=conf.get(TaskManagerOptions.RPC_PORT),
+            bind_host=conf.get(TaskManagerOptions.BIND_HOST),
         )
         self._rpc.set_fatal_error_handler(self.termination.on_fatal_error)
         high_availability = conf.get(HighAvailabilityOptions.TYPE) is HighAvailabilityMode.ZOOKEEPER

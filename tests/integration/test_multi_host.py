@@ -1,0 +1,145 @@
+"""Several hosts (issue 15): a JobManager and two TaskManagers, each in a network namespace of
+its own with one address on a bridge (``tests.network_namespaces``), the client in the test
+process on the same bridge. Each process binds every interface of its host
+(``jobmanager.bind-host`` / ``taskmanager.bind-host`` = 0.0.0.0) and advertises its host's
+address (``jobmanager.rpc.address``, ``taskmanager.host``); the exchange store and the output
+are a directory every host shares. The flight-delays output equals pandas row for row,
+failure-free and with a TaskManager's host cut off from the network (its link down at the
+switch) until the JobManager's heartbeat declares it dead, then restored."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from millrace import Configuration, StreamExecutionEnvironment
+from millrace.runtime.job_result import JobResultSuccess
+from tests.integration.helpers import (
+    assert_same_result,
+    expected_flight_delays,
+    load_example,
+    read_flights,
+    read_output,
+)
+from tests.integration.standalone_cluster import WAIT, StandaloneCluster
+from tests.network_namespaces import VirtualNetwork
+from tests.waiting import result_within
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+PAUSE = 2.0  # heartbeat.pause of the cluster (s)
+
+
+@pytest.fixture(scope="module")
+def network() -> Iterator[VirtualNetwork]:
+    started = VirtualNetwork().start()
+    try:
+        for host in ("jobmanager", "taskmanager-a", "taskmanager-b"):
+            started.add_host(host)
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(network: VirtualNetwork, tmp_path_factory) -> Iterator[StandaloneCluster]:
+    """The JobManager and two TaskManagers (2 slots each), one host each."""
+    address = network.hosts["jobmanager"]
+    started = StandaloneCluster(
+        tmp_path_factory.mktemp("multi-host"),
+        {
+            "heartbeat.interval": "200 ms",
+            "heartbeat.pause": f"{PAUSE} s",
+            "rpc.ask-timeout": "10 s",
+            "rpc.lookup-timeout": "3 s",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "3",
+            "restart-strategy.fixed-delay.delay": "200 ms",
+            "execution.bundle.max-records": "30000",  # a month per Spark job: a longer job
+        },
+        host=address,
+    )
+    try:
+        started.start_jobmanager(
+            {
+                "jobmanager.rpc.address": address,
+                "jobmanager.bind-host": "0.0.0.0",
+                "rest.bind-address": address,
+            },
+            prefix=network.command("jobmanager", []),
+        )
+        for host in ("taskmanager-a", "taskmanager-b"):
+            started.start_taskmanager(
+                2,
+                {"taskmanager.host": network.hosts[host], "taskmanager.bind-host": "0.0.0.0"},
+                prefix=network.command(host, []),
+            )
+        started.wait_for_taskmanagers(2)
+        yield started
+    finally:
+        started.close()
+
+
+def flight_delays_graph(spark, cluster: StandaloneCluster, flights_dir, out):
+    conf = Configuration({**cluster.settings, "parallelism.default": 2})
+    env = StreamExecutionEnvironment(conf, spark)
+    load_example("flight_delays").build(env, str(flights_dir), str(out))
+    return env.get_job_graph("flight-delays")
+
+
+def test_each_process_advertises_its_own_hosts_address(cluster, network) -> None:
+    registered = {tm["id"]: tm["path"] for tm in cluster.taskmanagers()}
+    hosts = {network.hosts["taskmanager-a"], network.hosts["taskmanager-b"]}
+    assert {path.removeprefix("tcp://").split(":")[0] for path in registered.values()} == hosts
+
+
+def test_flight_delays_on_three_hosts_equal_pandas(spark, flights_dir, tmp_path, cluster):
+    graph = flight_delays_graph(spark, cluster, flights_dir, tmp_path / "out")
+    with cluster.remote() as client:
+        result = result_within(client.job_client.submit_job_wait(graph), WAIT, what="the job")
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts == 0
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
+
+
+def test_a_task_manager_host_cut_off_then_restored_loses_no_row(
+    spark, flights_dir, tmp_path, cluster, network
+) -> None:
+    graph = flight_delays_graph(spark, cluster, flights_dir, tmp_path / "out")
+    with cluster.remote() as client:
+        waiting = client.job_client.submit_job_wait(graph)
+        cluster.wait_until(
+            lambda: cluster.job(graph.job_id).get("splits-assigned", 0) >= 3,
+            what="three months read",
+        )
+        busy = [tm for tm in cluster.taskmanagers() if tm["freeSlots"] < tm["slotsNumber"]]
+        victim = busy[0]["id"]
+        address = busy[0]["path"].removeprefix("tcp://").split(":")[0]
+        [host] = [name for name, a in network.hosts.items() if a == address]
+        network.cut(host)
+        cut_at = time.monotonic()
+        try:
+            dead_after = cluster.wait_until(
+                lambda: victim not in {tm["id"] for tm in cluster.taskmanagers()},
+                what="the cut-off TaskManager declared dead",
+            )
+            result = result_within(waiting, WAIT, what="the job's result after the cut")
+        finally:
+            network.restore(host)
+        back_after = cluster.wait_until(
+            lambda: len(cluster.taskmanagers()) == 2, what="the restored host's TaskManager back"
+        )
+    print(
+        f"cut {host} ({victim}): declared dead after {dead_after:.1f} s, job done "
+        f"{time.monotonic() - cut_at:.1f} s after the cut, back {back_after:.1f} s after restore"
+    )
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts >= 1
+    assert dead_after >= PAUSE * 0.5  # the heartbeat's verdict, not a closed connection
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
