@@ -1,9 +1,12 @@
-"""Several hosts (issue 15): a JobManager and two TaskManagers, each in a network namespace of
-its own with one address on a bridge (``tests.network_namespaces``), the client in the test
-process on the same bridge. Each process binds every interface of its host
-(``jobmanager.bind-host`` / ``taskmanager.bind-host`` = 0.0.0.0) and advertises its host's
-address (``jobmanager.rpc.address``, ``taskmanager.host``); the exchange store and the output
-are a directory every host shares. The flight-delays output equals pandas row for row,
+"""Several hosts (issue 15): a JobManager, two TaskManagers and a Spark standalone cluster (a
+master and two workers), each in a network namespace of its own with one address on a bridge
+(``tests.network_namespaces``), the client in the test process on the same bridge. Each
+Millrace process binds every interface of its host (``jobmanager.bind-host`` /
+``taskmanager.bind-host`` = 0.0.0.0) and advertises its host's address
+(``jobmanager.rpc.address``, ``taskmanager.host``); each TaskManager's SparkSession is an
+application of the Spark master, its driver reached by the executors at the TaskManager's
+address (``spark.driver.host``); the exchange store and the output are a directory every host
+shares. The flight-delays output equals pandas row for row,
 failure-free and with a TaskManager's host cut off from the network (its link down at the
 switch) until the JobManager's heartbeat declares it dead, then restored."""
 
@@ -15,7 +18,9 @@ from collections.abc import Iterator
 import pytest
 
 from millrace import Configuration, StreamExecutionEnvironment
+from millrace.errors import LocalServerError
 from millrace.runtime.job_result import JobResultSuccess
+from millrace.spark.standalone_cluster import SparkStandaloneCluster
 from tests.integration.helpers import (
     assert_same_result,
     expected_flight_delays,
@@ -25,6 +30,7 @@ from tests.integration.helpers import (
 )
 from tests.integration.standalone_cluster import WAIT, StandaloneCluster
 from tests.network_namespaces import VirtualNetwork
+from tests.real_parts import part_unavailable
 from tests.waiting import result_within
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -36,7 +42,7 @@ PAUSE = 2.0  # heartbeat.pause of the cluster (s)
 def network() -> Iterator[VirtualNetwork]:
     started = VirtualNetwork().start()
     try:
-        for host in ("jobmanager", "taskmanager-a", "taskmanager-b"):
+        for host in ("jobmanager", "taskmanager-a", "taskmanager-b", "spark"):
             started.add_host(host)
         yield started
     finally:
@@ -44,8 +50,34 @@ def network() -> Iterator[VirtualNetwork]:
 
 
 @pytest.fixture(scope="module")
-def cluster(network: VirtualNetwork, tmp_path_factory) -> Iterator[StandaloneCluster]:
-    """The JobManager and two TaskManagers (2 slots each), one host each."""
+def spark_cluster(network: VirtualNetwork, tmp_path_factory) -> Iterator[SparkStandaloneCluster]:
+    """A Spark master and two workers (1 core each) on the host ``spark``."""
+    started = SparkStandaloneCluster(
+        tmp_path_factory.mktemp("spark-cluster"),
+        workers=2,
+        cores=1,
+        memory="1g",
+        host=network.hosts["spark"],
+        port=7077,
+        webui_port=8080,
+        prefix=network.command("spark", []),
+    )
+    try:
+        started.start()
+    except LocalServerError as error:
+        part_unavailable("a Spark standalone cluster", error)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    network: VirtualNetwork, spark_cluster: SparkStandaloneCluster, tmp_path_factory
+) -> Iterator[StandaloneCluster]:
+    """The JobManager and two TaskManagers (2 slots each), one host each, their Spark on the
+    Spark host."""
     address = network.hosts["jobmanager"]
     started = StandaloneCluster(
         tmp_path_factory.mktemp("multi-host"),
@@ -58,6 +90,9 @@ def cluster(network: VirtualNetwork, tmp_path_factory) -> Iterator[StandaloneClu
             "restart-strategy.fixed-delay.attempts": "3",
             "restart-strategy.fixed-delay.delay": "200 ms",
             "execution.bundle.max-records": "30000",  # a month per Spark job: a longer job
+            "spark.master": spark_cluster.master_url,
+            "spark.cores.max": "1",
+            "spark.executor.memory": "512m",
         },
         host=address,
     )
@@ -73,7 +108,11 @@ def cluster(network: VirtualNetwork, tmp_path_factory) -> Iterator[StandaloneClu
         for host in ("taskmanager-a", "taskmanager-b"):
             started.start_taskmanager(
                 2,
-                {"taskmanager.host": network.hosts[host], "taskmanager.bind-host": "0.0.0.0"},
+                {
+                    "taskmanager.host": network.hosts[host],
+                    "taskmanager.bind-host": "0.0.0.0",
+                    "spark.driver.host": network.hosts[host],  # the executors call back here
+                },
                 prefix=network.command(host, []),
             )
         started.wait_for_taskmanagers(2)
@@ -95,7 +134,9 @@ def test_each_process_advertises_its_own_hosts_address(cluster, network) -> None
     assert {path.removeprefix("tcp://").split(":")[0] for path in registered.values()} == hosts
 
 
-def test_flight_delays_on_three_hosts_equal_pandas(spark, flights_dir, tmp_path, cluster):
+def test_flight_delays_on_three_hosts_and_a_spark_cluster_equal_pandas(
+    spark, flights_dir, tmp_path, cluster, spark_cluster
+) -> None:
     graph = flight_delays_graph(spark, cluster, flights_dir, tmp_path / "out")
     with cluster.remote() as client:
         result = result_within(client.job_client.submit_job_wait(graph), WAIT, what="the job")
@@ -104,6 +145,12 @@ def test_flight_delays_on_three_hosts_equal_pandas(spark, flights_dir, tmp_path,
     assert_same_result(
         read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
     )
+    applications = [
+        app
+        for app in spark_cluster.state().get("activeapps", [])
+        if app.get("name") == "millrace-taskmanager"
+    ]
+    assert len(applications) == 2 and all(app["cores"] == 1 for app in applications)
 
 
 def test_a_task_manager_host_cut_off_then_restored_loses_no_row(

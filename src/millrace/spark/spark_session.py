@@ -2,8 +2,10 @@
 
 Bundles are small, so the session is tuned for many short jobs: no UI, no adaptive execution,
 one shuffle partition by default, FAIR scheduling between the subtasks' concurrent jobs, UTC
-session time zone (event time and windows are UTC). Any ``spark.*`` key of the configuration
-overrides these.
+session time zone (event time and windows are UTC), the driver on loopback. Any ``spark.*`` key
+of the configuration overrides these; a ``spark.driver.host`` given without
+``spark.driver.bindAddress`` is bound too, so executors on other hosts reach the driver
+(``spark.master=spark://...``, issue 15).
 """
 
 from __future__ import annotations
@@ -75,7 +77,12 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
     settings["spark.sql.shuffle.partitions"] = str(
         configuration.get(SparkOptions.SHUFFLE_PARTITIONS)
     )
-    settings.update({k: str(v) for k, v in configuration.items_with_prefix("spark.").items()})
+    given = {k: str(v) for k, v in configuration.items_with_prefix("spark.").items()}
+    settings.update(given)
+    if "spark.driver.host" in given and "spark.driver.bindAddress" not in given:
+        # executors on other hosts call the driver back at spark.driver.host: bind it there
+        # too (Spark's own default), not at the loopback default above
+        settings["spark.driver.bindAddress"] = given["spark.driver.host"]
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

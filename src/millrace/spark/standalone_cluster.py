@@ -77,6 +77,8 @@ class SparkStandaloneCluster:
         webui_port: The Master's web UI port (its ``/json/`` state); None picks a free one.
         start_timeout: Seconds :meth:`start` waits for the Master and every Worker.
         stop_timeout: Seconds :meth:`stop` waits after SIGTERM before SIGKILL.
+        prefix: A command every process runs behind, one that execs it (e.g. ``ip netns exec
+            NAME``: the cluster on another host of a test network).
 
     Threading:
         Not thread-safe: one thread (a test's, the CLI's) drives it. Another process finds a
@@ -95,6 +97,7 @@ class SparkStandaloneCluster:
         webui_port: int | None = None,
         start_timeout: float = 120.0,
         stop_timeout: float = 10.0,
+        prefix: list[str] | None = None,
     ) -> None:
         if workers < 1 or cores < 1:
             raise ValueError("a Spark standalone cluster needs at least one Worker and one core")
@@ -103,6 +106,7 @@ class SparkStandaloneCluster:
         self.port = port if port is not None else _free_port(host)
         self.webui_port = webui_port if webui_port is not None else _free_port(host)
         self.start_timeout, self.stop_timeout = start_timeout, stop_timeout
+        self.prefix = list(prefix or [])
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # the processes started here
 
     @classmethod
@@ -273,7 +277,7 @@ class SparkStandaloneCluster:
             "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false -Dspark.port.maxRetries=0",
             "SPARK_NO_DAEMONIZE": "1",
         }
-        command = [str(home / "bin" / "spark-class"), main_class, *args, *more]
+        command = [*self.prefix, str(home / "bin" / "spark-class"), main_class, *args, *more]
         with open(self.directory / f"{name}.log", "ab") as log:
             log.write(f"--- millrace: starting {' '.join(command)}\n".encode())
             log.flush()
