@@ -7,11 +7,14 @@ Millrace process binds every interface of its host (``jobmanager.bind-host`` /
 application of the Spark master, its driver reached by the executors at the TaskManager's
 address (``spark.driver.host``); the exchange store and the output are a directory every host
 shares. The flight-delays output equals pandas row for row,
-failure-free and with a TaskManager's host cut off from the network (its link down at the
-switch) until the JobManager's heartbeat declares it dead, then restored."""
+failure-free, with a TaskManager's host cut off from the network (its link down at the switch)
+until the JobManager's heartbeat declares it dead, then restored, and with every process of a
+TaskManager host killed."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 
@@ -106,19 +109,26 @@ def cluster(
             prefix=network.command("jobmanager", []),
         )
         for host in ("taskmanager-a", "taskmanager-b"):
-            started.start_taskmanager(
-                2,
-                {
-                    "taskmanager.host": network.hosts[host],
-                    "taskmanager.bind-host": "0.0.0.0",
-                    "spark.driver.host": network.hosts[host],  # the executors call back here
-                },
-                prefix=network.command(host, []),
-            )
+            start_taskmanager_on(started, network, host)
         started.wait_for_taskmanagers(2)
         yield started
     finally:
         started.close()
+
+
+def start_taskmanager_on(cluster: StandaloneCluster, network: VirtualNetwork, host: str) -> None:
+    """A TaskManager (2 slots) on ``host``: it binds every interface and advertises the host's
+    address, and so does its Spark driver (the executors call it back there)."""
+    address = network.hosts[host]
+    cluster.start_taskmanager(
+        2,
+        {
+            "taskmanager.host": address,
+            "taskmanager.bind-host": "0.0.0.0",
+            "spark.driver.host": address,
+        },
+        prefix=network.command(host, []),
+    )
 
 
 def flight_delays_graph(spark, cluster: StandaloneCluster, flights_dir, out):
@@ -190,3 +200,30 @@ def test_a_task_manager_host_cut_off_then_restored_loses_no_row(
     assert_same_result(
         read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
     )
+
+
+def test_a_task_manager_hosts_processes_killed_loses_no_row(
+    spark, flights_dir, tmp_path, cluster, network
+) -> None:
+    """kill -9 of everything a TaskManager host runs (the TaskManager and its Spark driver JVM:
+    one process group) mid-job: the job restarts on the other host; a TaskManager started
+    again on that host joins the cluster."""
+    graph = flight_delays_graph(spark, cluster, flights_dir, tmp_path / "out")
+    with cluster.remote() as client:
+        waiting = client.job_client.submit_job_wait(graph)
+        cluster.wait_until(
+            lambda: cluster.job(graph.job_id).get("splits-assigned", 0) >= 3,
+            what="three months read",
+        )
+        busy = [tm for tm in cluster.taskmanagers() if tm["freeSlots"] < tm["slotsNumber"]]
+        address = busy[0]["path"].removeprefix("tcp://").split(":")[0]
+        [host] = [name for name, a in network.hosts.items() if a == address]
+        os.killpg(cluster.pid_of(busy[0]["id"]), signal.SIGKILL)
+        result = result_within(waiting, WAIT, what="the job's result after the kill")
+    assert isinstance(result, JobResultSuccess), result
+    assert result.details.restarts >= 1
+    assert_same_result(
+        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
+    )
+    start_taskmanager_on(cluster, network, host)
+    cluster.wait_until(lambda: len(cluster.taskmanagers()) == 2, what=f"a TaskManager on {host}")
