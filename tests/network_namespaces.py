@@ -31,11 +31,11 @@ def _ip(*args: str) -> None:
 
 def _free_subnet() -> ipaddress.IPv4Network:
     """A /24 of 10.231-10.238.x.0 that no route of this machine uses."""
-    routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
+    listed = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True, timeout=30)
     used = [
         ipaddress.ip_network(r.split()[0], strict=False)
-        for r in routes.splitlines()
-        if r[0].isdigit()
+        for r in listed.stdout.splitlines()
+        if r[:1].isdigit()
     ]
     for second in range(231, 239):
         for third in range(os.getpid() % 200, 256):
@@ -106,10 +106,12 @@ class VirtualNetwork:
 
     def close(self) -> None:
         """Delete every namespace (their veths go with them) and the test process's port."""
-        for name in list(self.hosts):
-            subprocess.run(["ip", "netns", "del", self.namespace(name)], capture_output=True)
-        subprocess.run(["ip", "link", "del", f"{self.tag}r"], capture_output=True)
-        subprocess.run(["ip", "netns", "del", f"{self.tag}-sw"], capture_output=True)
+        for args in [
+            *(["netns", "del", self.namespace(name)] for name in self.hosts),
+            ["link", "del", f"{self.tag}r"],  # gone with the switch already, unless half made
+            ["netns", "del", f"{self.tag}-sw"],
+        ]:
+            subprocess.run(["ip", *args], capture_output=True, timeout=30)
         self.hosts.clear()
 
     def _port(self, name: str) -> str:

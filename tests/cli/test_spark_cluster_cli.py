@@ -4,41 +4,17 @@ stops them by their PIDs, idempotently; a port already taken fails the start wit
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from millrace.errors import LocalServerError
 from millrace.spark.standalone_cluster import SparkStandaloneCluster
+from tests.processes import millrace, running
 from tests.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.slow]
-
-CLI_WAIT = 180.0  # seconds a millrace command may take
-
-
-def millrace(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``millrace ARGS`` in a process of its own (the cluster it starts outlives it)."""
-    return subprocess.run(
-        [sys.executable, "-m", "millrace.cli.main", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=CLI_WAIT,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
-def running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def test_start_twice_then_stop_twice(tmp_path: Path) -> None:

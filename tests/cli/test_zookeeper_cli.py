@@ -3,36 +3,12 @@ serving ZooKeeper behind, says so when started twice, and stops it by its PID, i
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from millrace.runtime.highavailability.local_zookeeper import LocalZooKeeper
+from tests.processes import millrace, running
 from tests.zookeeper_server import ensure_zookeeper_installed, free_port
-
-CLI_WAIT = 120.0  # seconds a millrace command may take
-
-
-def millrace(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``millrace ARGS`` in a process of its own (the ZooKeeper it starts outlives it)."""
-    return subprocess.run(
-        [sys.executable, "-m", "millrace.cli.main", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=CLI_WAIT,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
-def running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def test_start_twice_then_stop_twice_in_the_default_directory(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ cluster cannot start or stop, 2 bad configuration or usage.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -84,12 +84,7 @@ def spark_cluster_start(
         with console.status(f"Starting a Spark master and {workers} workers..."):
             cluster.start()
     except LocalServerError as error:
-        console.print(
-            f"[red]cannot start the Spark cluster:[/] {escape(str(error))}",
-            highlight=False,
-            soft_wrap=True,
-        )
-        raise typer.Exit(1) from None
+        _fail(console, "start", error)
     console.print(
         f"Spark master (pid {cluster.pid('master')}) at {cluster.master_url}, web UI "
         f"http://{host}:{webui_port}, {workers} workers x {cores} cores; logs in {where}",
@@ -114,13 +109,17 @@ def spark_cluster_stop(
     try:
         cluster.stop()
     except LocalServerError as error:
-        console.print(
-            f"[red]cannot stop the Spark cluster:[/] {escape(str(error))}",
-            highlight=False,
-            soft_wrap=True,
-        )
-        raise typer.Exit(1) from None
+        _fail(console, "stop", error)
     console.print(f"stopped the Spark cluster at {cluster.master_url}")
+
+
+def _fail(console: Console, action: str, error: LocalServerError) -> NoReturn:
+    console.print(
+        f"[red]cannot {action} the Spark cluster:[/] {escape(str(error))}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(1) from None
 
 
 def _directory(

@@ -13,6 +13,7 @@ from kazoo.client import KazooClient
 
 from millrace.errors import LocalServerError
 from millrace.runtime.highavailability.local_zookeeper import LocalZooKeeper
+from tests.processes import running
 from tests.zookeeper_server import free_port, running_zookeeper
 
 CONNECT_WAIT = 30.0  # seconds for a kazoo client to connect
@@ -27,14 +28,6 @@ def client(server: LocalZooKeeper, session_timeout: float = 10.0) -> Iterator[Ka
     finally:
         kazoo.stop()
         kazoo.close()
-
-
-def running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def test_a_kazoo_client_creates_and_reads_a_znode(zookeeper: LocalZooKeeper) -> None:
