@@ -282,6 +282,9 @@ class SourceStreamTask(SparkStreamTask):
             )
             reason = null_time if reason is None else F.coalesce(reason, null_time)
         base = bundle.frame
+        known_rows = bundle.rows_from_statistics(event_time)
+        if known_rows is not None:  # nothing to count or look for as the records are read
+            reason = None
         metrics = [F.count(F.lit(1)).alias("rows")]
         if reason is not None:
             metrics.append(F.count_if(reason.isNotNull()).alias("dead"))
@@ -297,7 +300,9 @@ class SourceStreamTask(SparkStreamTask):
                 latest = F.when(mine, F.unix_millis(F.col(event_time)))
                 metrics.append(F.max(latest).alias(f"max{i}"))
         observed_in = Observation(f"in-{sequence}")
-        frame = base.observe(observed_in, *metrics)  # same Spark job as the bundle
+        # The observation runs in the bundle's Spark job, but as Spark's CollectMetrics: it
+        # splits code generation and keeps filters out of the scan (~20% of a large scan).
+        frame = base if known_rows is not None else base.observe(observed_in, *metrics)
         if reason is not None:
             frame = frame.where(reason.isNull())
         if bundle.internal_columns:
@@ -320,7 +325,7 @@ class SourceStreamTask(SparkStreamTask):
             raise PipelineError("a source chain must end in a window or a sink", env.task_name)
         env.metrics.bundles += 1
 
-        counts = observed_in.get
+        counts = {"rows": known_rows} if known_rows is not None else observed_in.get
         env.metrics.records_in += int(counts["rows"])
         dead = int(counts.get("dead") or 0)
         splits = [s.split.describe() for s in bundle.progress]

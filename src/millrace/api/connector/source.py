@@ -98,6 +98,31 @@ class SourceBundle:
     available_at_ms: int | None = None
     internal_columns: tuple[str, ...] = ()
 
+    def rows_from_statistics(self, event_time: str | None) -> int | None:
+        """The bundle's record count when file statistics give it and no record can be
+        malformed, else None (the records must then be counted as they are read).
+
+        Known when the format cannot produce malformed records, every split is read whole in
+        this bundle with its row count in the statistics, the bundle does not name each
+        record's split (no per-split watermark to find), and with ``event_time`` every split's
+        statistics say that column has no null (``InputSplit.min_event_time_ms`` is known):
+        Parquet files and row groups written with statistics.
+        """
+        if (
+            self.malformed_reason is not None
+            or self.full_parse is not None
+            or self.split_column is not None
+        ):
+            return None
+        splits = [state.split for state in self.progress]
+        if any(not state.finished or state.position != 0 for state in self.progress):
+            return None
+        if any(s.rows is None for s in splits):
+            return None
+        if event_time is not None and any(s.min_event_time_ms is None for s in splits):
+            return None
+        return sum(s.rows or 0 for s in splits)
+
 
 class SourceReader(Protocol):
     """Reads the splits assigned to one source subtask, in bundles.

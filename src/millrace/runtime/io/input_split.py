@@ -25,7 +25,8 @@ class InputSplit:
         path: File path or URL.
         row_group: Parquet row group index, or None for the whole file.
         min_event_time_ms: Smallest event time in the split from file statistics (epoch ms), or
-            None when unknown.
+            None when unknown; known only where the statistics say the event-time column has
+            no null (``SourceBundle.rows_from_statistics`` relies on this).
         rows: Row count from statistics, or None.
         end_position: Where a bounded split ends (exclusive, in the source's positions, e.g.
             the Kafka offset to read up to), fixed when the split is discovered; None: to the
