@@ -20,7 +20,6 @@ from tests.postgres_server import (  # noqa: F401  (fixtures)
     postgres_server,
     private_postgres_server,
 )
-from tests.spark_standalone import spark_standalone  # noqa: F401  (fixture)
 from tests.zookeeper_server import zookeeper  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]

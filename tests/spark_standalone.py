@@ -1,29 +1,31 @@
 """A Spark standalone cluster on loopback for the tests (``SparkStandaloneCluster``: a Master
 and Workers from the jars pyspark ships).
 
-The fixture ``spark_standalone`` gives each test a cluster of its own with two Workers of two
-cores each (a test may kill and restart Workers), stopped by PID and process group in teardown.
-A cluster that cannot start fails the test that needs it, with the reason (``tests.real_parts``).
+``running_spark_standalone`` starts a cluster with two Workers of two cores each for a test or a
+module of tests (which may kill and restart Workers) and stops it by PID and process group when
+the block ends. A cluster that cannot start fails the test that needs it, with the reason
+(``tests.real_parts``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from millrace.errors import LocalServerError
 from millrace.spark.standalone_cluster import SparkStandaloneCluster
 from tests.real_parts import part_unavailable
 
-__all__ = ["spark_standalone"]
+__all__ = ["running_spark_standalone"]
 
 
-@pytest.fixture
-def spark_standalone(tmp_path: Path) -> Iterator[SparkStandaloneCluster]:
-    """A Spark master and two workers (2 cores, 1 GiB each) of the test's own on loopback."""
-    cluster = SparkStandaloneCluster(tmp_path / "spark-cluster", workers=2, cores=2, memory="1g")
+@contextlib.contextmanager
+def running_spark_standalone(directory: Path) -> Iterator[SparkStandaloneCluster]:
+    """A Spark master and two workers (2 cores, 1 GiB each) on loopback with their files in
+    ``directory``, stopped by PID and process group when the block ends; one that cannot
+    start fails the test (``tests.real_parts``)."""
+    cluster = SparkStandaloneCluster(directory, workers=2, cores=2, memory="1g")
     try:
         cluster.start()
     except LocalServerError as error:

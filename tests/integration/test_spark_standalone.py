@@ -21,17 +21,28 @@ from tests.integration.helpers import (
     read_output,
 )
 from tests.integration.standalone_cluster import WAIT, StandaloneCluster
+from tests.spark_standalone import running_spark_standalone
 from tests.waiting import result_within
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
-@pytest.fixture
-def cluster(tmp_path, spark_standalone: SparkStandaloneCluster) -> Iterator[StandaloneCluster]:
+@pytest.fixture(scope="module")
+def spark_standalone(tmp_path_factory) -> Iterator[SparkStandaloneCluster]:
+    """A Spark master and two workers (2 cores, 1 GiB each) on loopback, shared by this
+    module's tests (the worker-kill test comes last)."""
+    with running_spark_standalone(tmp_path_factory.mktemp("spark-cluster")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    tmp_path_factory, spark_standalone: SparkStandaloneCluster
+) -> Iterator[StandaloneCluster]:
     """JobManager and two TaskManagers whose SparkSessions are applications of
     ``spark_standalone``, one core each."""
     started = StandaloneCluster(
-        tmp_path,
+        tmp_path_factory.mktemp("millrace-cluster"),
         {
             "spark.master": spark_standalone.master_url,
             "spark.cores.max": "1",  # each TaskManager's application: one core of the workers
