@@ -131,6 +131,14 @@ def start_taskmanager_on(cluster: StandaloneCluster, network: VirtualNetwork, ho
     )
 
 
+def busy_taskmanager(cluster: StandaloneCluster, network: VirtualNetwork) -> tuple[str, str]:
+    """A TaskManager running tasks now (its resource id) and the host it runs on."""
+    busy = [tm for tm in cluster.taskmanagers() if tm["freeSlots"] < tm["slotsNumber"]]
+    address = busy[0]["path"].removeprefix("tcp://").split(":")[0]
+    [host] = [name for name, a in network.hosts.items() if a == address]
+    return busy[0]["id"], host
+
+
 def flight_delays_graph(spark, cluster: StandaloneCluster, flights_dir, out):
     conf = Configuration({**cluster.settings, "parallelism.default": 2})
     env = StreamExecutionEnvironment(conf, spark)
@@ -173,10 +181,7 @@ def test_a_task_manager_host_cut_off_then_restored_loses_no_row(
             lambda: cluster.job(graph.job_id).get("splits-assigned", 0) >= 3,
             what="three months read",
         )
-        busy = [tm for tm in cluster.taskmanagers() if tm["freeSlots"] < tm["slotsNumber"]]
-        victim = busy[0]["id"]
-        address = busy[0]["path"].removeprefix("tcp://").split(":")[0]
-        [host] = [name for name, a in network.hosts.items() if a == address]
+        victim, host = busy_taskmanager(cluster, network)
         network.cut(host)
         cut_at = time.monotonic()
         try:
@@ -215,10 +220,8 @@ def test_a_task_manager_hosts_processes_killed_loses_no_row(
             lambda: cluster.job(graph.job_id).get("splits-assigned", 0) >= 3,
             what="three months read",
         )
-        busy = [tm for tm in cluster.taskmanagers() if tm["freeSlots"] < tm["slotsNumber"]]
-        address = busy[0]["path"].removeprefix("tcp://").split(":")[0]
-        [host] = [name for name, a in network.hosts.items() if a == address]
-        os.killpg(cluster.pid_of(busy[0]["id"]), signal.SIGKILL)
+        victim, host = busy_taskmanager(cluster, network)
+        os.killpg(cluster.pid_of(victim), signal.SIGKILL)
         result = result_within(waiting, WAIT, what="the job's result after the kill")
     assert isinstance(result, JobResultSuccess), result
     assert result.details.restarts >= 1
