@@ -213,3 +213,16 @@ def build_flight_delays_held(env: Any, flights_dir: Path, output_dir: Path, gate
         .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
         .sink_to(ParquetSink(str(output_dir)))
     )
+
+
+def offsets_read(storage: Any, location: str) -> int:
+    """Records a checkpoint's source subtasks had read: the sum of their split positions (a
+    Kafka partition's next offset). ``storage`` is a CheckpointStorage; raises CheckpointError
+    if the checkpoint was subsumed and deleted meanwhile."""
+    metadata = storage.read(location)
+    return sum(
+        s.position
+        for vertex in metadata.vertices
+        for subtask in vertex.subtasks.values()
+        for s in subtask.split_states
+    )

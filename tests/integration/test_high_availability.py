@@ -9,6 +9,7 @@ and its output is compared row by row with pandas on the same files.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -21,9 +22,11 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from millrace import Configuration, StreamExecutionEnvironment
-from millrace.errors import JobChangeError
+from millrace.errors import CheckpointError, JobChangeError
+from millrace.runtime.checkpoint.checkpoint_storage import CheckpointStorage
 from millrace.runtime.highavailability.leader_retrieval import retrieve_leader
 from millrace.runtime.highavailability.zookeeper_client import (
     start_zookeeper_client,
@@ -37,6 +40,7 @@ from tests.integration.helpers import (
     assert_same_result,
     build_flight_delays_held,
     expected_flight_delays,
+    offsets_read,
     read_flights,
     read_output,
 )
@@ -115,6 +119,19 @@ class HaCluster:
     def completed_checkpoints(self, job_id: str) -> list[str]:
         node = self.paths.checkpoints(job_id)  # type: ignore[arg-type]
         return self.zookeeper.get_children(node) if self.zookeeper.exists(node) else []
+
+    def checkpointed_offsets(self, job_id: str) -> int:
+        """Records the latest checkpoint in ZooKeeper covers (its sources' offsets), 0 if none."""
+        ids = sorted(self.completed_checkpoints(job_id))
+        if not ids:
+            return 0
+        node = f"{self.paths.checkpoints(job_id)}/{ids[-1]}"  # type: ignore[arg-type]
+        storage = CheckpointStorage(str(self.cluster.work / "unused"), "")
+        try:
+            data, _ = self.zookeeper.get(node)
+            return offsets_read(storage, json.loads(data)["location"])
+        except (NoNodeError, CheckpointError):  # subsumed and deleted meanwhile
+            return 0
 
     def await_checkpoint(self, job_id: str) -> None:
         """Wait until a checkpoint of the job completed: its pointer is in ZooKeeper."""
@@ -424,9 +441,10 @@ def test_sigkill_of_the_leader_mid_kafka_stream_the_attached_cli_gets_the_exact_
 
     cluster.wait_until(lambda: len(submitted()) == 1, what="the job submitted by millrace run")
     [job_id] = submitted()
+    # A checkpoint taken before the sources read anything would restore them at offset 0
     cluster.wait_until(
-        lambda: submitted() and len(ha_cluster.completed_checkpoints(job_id)) >= 1,
-        what="a checkpoint completed in ZooKeeper",
+        lambda: submitted() and ha_cluster.checkpointed_offsets(job_id) > 0,
+        what="a checkpoint in ZooKeeper that covers records read",
     )
     # Whether the killed leader committed rows to PostgreSQL already depends on timing: once a
     # source reads December it holds, and no later checkpoint completes before the kill.

@@ -32,6 +32,7 @@ from tests.integration.helpers import (
     expected_flight_delays,
     held_at_december,
     load_example,
+    offsets_read,
     read_flights,
     read_output,
 )
@@ -126,17 +127,6 @@ def recovery_configuration(tmp_path) -> Configuration:
             "restart-strategy.fixed-delay.attempts": 3,
             "restart-strategy.fixed-delay.delay": "100 ms",
         }
-    )
-
-
-def offsets_read(storage: CheckpointStorage, location: str) -> int:
-    """Messages a checkpoint's source subtasks had read: the sum of their offsets."""
-    metadata = storage.read(location)
-    return sum(
-        s.position
-        for vertex in metadata.vertices
-        for subtask in vertex.subtasks.values()
-        for s in subtask.split_states
     )
 
 
