@@ -33,6 +33,7 @@ def test_defaults_follow_current_flink() -> None:
         ("rpc.ask-timeout", "soon", "duration"),
         ("taskmanager.numberOfTaskSlots", "0", ">= 1"),
         ("parallelism.default", "two", "int"),
+        ("spark.remote", "http://127.0.0.1:15002", "sc://HOST:PORT"),
     ],
 )
 def test_invalid_value_names_key_value_and_allowed(key, value, allowed) -> None:

@@ -162,6 +162,8 @@ class ConfigOption(Generic[T]):
         minimum: Smallest allowed numeric value, inclusive.
         maximum: Largest allowed numeric value, inclusive.
         choices: Allowed values for ``str`` options.
+        schemes: For a ``str`` option, the URL schemes (``"sc://"``) a non-empty value must
+            start with.
     """
 
     key: str
@@ -171,6 +173,7 @@ class ConfigOption(Generic[T]):
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    schemes: tuple[str, ...] | None = None
 
     def parse(self, raw: object) -> T:
         """Parse and validate ``raw``.
@@ -203,6 +206,9 @@ class ConfigOption(Generic[T]):
             value = str(raw)
             if self.choices is not None and value not in self.choices:
                 raise ConfigError(key, raw, "one of " + ", ".join(self.choices))
+            if self.schemes is not None and value and not value.startswith(self.schemes):
+                allowed = " or ".join(f"{scheme}HOST:PORT" for scheme in self.schemes)
+                raise ConfigError(key, raw, f"empty or a URL {allowed}")
         if self.minimum is not None and value < self.minimum:
             raise ConfigError(key, raw, f"a value >= {self.minimum:g}")
         if self.maximum is not None and value > self.maximum:
@@ -681,7 +687,20 @@ class CheckpointingOptions:
 class SparkOptions:
     """Keys of the data plane's SparkSession."""
 
-    MASTER = _str("spark.master", "local[*]", "Spark master of each TaskManager.")
+    MASTER = _str(
+        "spark.master",
+        "local[*]",
+        "Spark master of each TaskManager's SparkSession: local[N] or spark://HOST:PORT (a Spark "
+        "standalone cluster). Unused when spark.remote is set.",
+    )
+    REMOTE = _str(
+        "spark.remote",
+        "",
+        "Spark Connect server the data plane runs on (sc://HOST:PORT): each TaskManager, and "
+        "the client, open a Connect session there instead of starting a JVM. Empty: a local "
+        "or standalone SparkSession per process (spark.master).",
+        schemes=("sc://",),
+    )
     DRIVER_MEMORY = _str("spark.driver.memory", "2g", "Memory of the Spark driver.")
     SHUFFLE_PARTITIONS = _int(
         "spark.sql.shuffle.partitions",

@@ -2,7 +2,7 @@
 plane (issue 15), from the jars pyspark ships: no Spark download.
 
 ``spark-cluster start`` starts a :class:`SparkStandaloneCluster` (a Master and ``--workers``
-Workers, each in a session of its own: they outlive the command) with its state, logs and PID
+Workers, with ``--connect-port`` a Spark Connect server too, each in a session of its own: they outlive the command) with its state, logs and PID
 files in ``--dir`` (default ``<io.tmp.dirs>/spark-cluster``), waits until the Master lists
 every Worker ALIVE and prints the settings that run Millrace's Spark sessions on it. Started
 again while it runs, it says so and exits 0. ``spark-cluster stop`` stops the Workers (with the
@@ -59,11 +59,21 @@ def spark_cluster_start(
     webui_port: Annotated[
         int, typer.Option("--webui-port", min=1, max=65535, help="The master's web UI port.")
     ] = 8080,
+    connect_port: Annotated[
+        int,
+        typer.Option(
+            "--connect-port",
+            min=0,
+            max=65535,
+            help="Also start a Spark Connect server on this port (Spark's is 15002); 0: none.",
+        ),
+    ] = 0,
     directory: Directory = None,
     dynamic: DynamicProperties = [],  # noqa: B006 (typer reads the default)
     config_file: ConfigFile = None,
 ) -> None:
-    """Start a Spark standalone master and its workers in the background."""
+    """Start a Spark standalone master and its workers (and a Connect server) in the
+    background."""
     console = Console()
     where = _directory(console, directory, dynamic, config_file)
     running = SparkStandaloneCluster.running_in(where)
@@ -79,6 +89,7 @@ def spark_cluster_start(
         host=host,
         port=port,
         webui_port=webui_port,
+        connect_port=connect_port or None,
     )
     try:
         with console.status(f"Starting a Spark master and {workers} workers..."):
@@ -90,6 +101,11 @@ def spark_cluster_start(
         f"http://{host}:{webui_port}, {workers} workers x {cores} cores; logs in {where}",
         soft_wrap=True,
     )
+    if cluster.connect_url is not None:
+        console.print(
+            f"Spark Connect server (pid {cluster.pid('connect')}) at {cluster.connect_url}",
+            soft_wrap=True,
+        )
     _print_settings(console, cluster)
 
 
@@ -140,3 +156,6 @@ def _print_settings(console: Console, cluster: SparkStandaloneCluster) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    if cluster.connect_url is not None:
+        console.print("or through its Spark Connect server (no JVM in Millrace's processes):")
+        console.print(f"  -D spark.remote={cluster.connect_url}", highlight=False, soft_wrap=True)

@@ -6,7 +6,7 @@ when the window fires (Flink's local-global aggregation). Any other aggregate ma
 non-decomposable: records are buffered in keyed state and aggregated by Spark on firing.
 
 Introspection reads the column's expression tree through Spark's classic Column API
-(``ColumnNode``); a column that cannot be read is treated as non-decomposable, which is always
+(``ColumnNode``), or a Spark Connect column's Expression message; a column that cannot be read is treated as non-decomposable, which is always
 correct, only slower.
 """
 
@@ -138,6 +138,8 @@ class AggregatePlan:
 
 
 def _decompose(column: Column) -> AggregateCall | None:
+    if _is_connect(column):
+        return _decompose_connect(column)
     try:
         node = _java_column(column).node()
         name = None
@@ -172,6 +174,49 @@ def _decompose(column: Column) -> AggregateCall | None:
         return None
 
 
+def _is_connect(column: Column) -> bool:
+    return type(column).__module__.startswith("pyspark.sql.connect")
+
+
+def _decompose_connect(column: Column) -> AggregateCall | None:
+    """:func:`_decompose` of a Spark Connect column, read from its Expression message."""
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    from millrace.spark.connect_columns import ShippedExpression, expression_of, proto_name
+
+    try:
+        expression = expression_of(column)
+        name = None
+        if expression.WhichOneof("expr_type") == "alias":
+            if len(expression.alias.name) != 1:
+                return None
+            name = expression.alias.name[0]
+            expression = expression.alias.expr
+        if expression.WhichOneof("expr_type") != "unresolved_function":
+            return None
+        call = expression.unresolved_function
+        function = call.function_name.lower()
+        if (
+            function not in _DECOMPOSABLE
+            or call.is_distinct
+            or call.is_user_defined_function
+            or len(call.arguments) != 1
+        ):
+            return None
+        [argument_message] = call.arguments
+        argument: Column | None
+        if argument_message.WhichOneof("expr_type") == "unresolved_star":
+            if function != "count":
+                return None
+            argument = None
+        else:
+            argument = ConnectColumn(ShippedExpression(argument_message))
+        function = "avg" if function == "mean" else function
+        return AggregateCall(name or proto_name(expression), function, argument)
+    except Exception:  # any introspection failure: buffer instead (always correct)
+        return None
+
+
 def _column_of(node: Any) -> Column:
     from pyspark import SparkContext
 
@@ -188,6 +233,10 @@ def _java_column(column: Column) -> Any:
 
 
 def _output_name(column: Column) -> str:
+    if _is_connect(column):
+        from millrace.spark.connect_columns import expression_of, proto_name
+
+        return proto_name(expression_of(column))
     try:
         node = _java_column(column).node()
         if node.getClass().getSimpleName() == "Alias":

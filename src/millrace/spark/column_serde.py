@@ -119,7 +119,8 @@ def load_column(spark_version: str, node: bytes) -> Any:
 
 def reduce_spark_object(obj: Any) -> Any:
     """The user-code reducer of Spark's objects (``register_reducer``): a classic Column ships
-    as its expression tree (:func:`reduce_column`); a SparkSession, SparkContext or DataFrame
+    as its expression tree (:func:`reduce_column`), a Spark Connect Column as its Expression
+    message (``millrace.spark.connect_columns``); a SparkSession, SparkContext or DataFrame
     must not travel; anything else is not Spark's (``NotImplemented``).
 
     Raises:
@@ -131,6 +132,10 @@ def reduce_spark_object(obj: Any) -> Any:
         return NotImplemented
     if cls.__name__ == "Column" and module.startswith("pyspark.sql.classic"):
         return reduce_column(obj)
+    if cls.__name__ == "Column" and module.startswith("pyspark.sql.connect"):
+        from millrace.spark.connect_columns import reduce_connect_column
+
+        return reduce_connect_column(obj)
     advice = _NOT_SHIPPABLE.get(cls.__name__)
     if advice is not None and module.startswith(("pyspark.sql", "pyspark.core", "pyspark.context")):
         raise UserCodeError(

@@ -6,6 +6,11 @@ session time zone (event time and windows are UTC), the driver on loopback. Any 
 of the configuration overrides these; a ``spark.driver.host`` given without
 ``spark.driver.bindAddress`` is bound too, so executors on other hosts reach the driver
 (``spark.master=spark://...``, issue 15).
+
+With ``spark.remote=sc://HOST:PORT`` the session is a Spark Connect session instead: no JVM in
+this process, plans sent over gRPC to a Connect server (``millrace spark-cluster start
+--connect-port``). Only the runtime SQL settings above apply to it (UTC, no adaptive execution,
+the shuffle partitions, ``spark.sql.*`` keys); the server's own configuration holds the rest.
 """
 
 from __future__ import annotations
@@ -22,7 +27,12 @@ from typing import Any
 
 from millrace.config import Configuration, SparkOptions
 
-__all__ = ["BackgroundSparkSession", "create_spark_session", "stop_spark_session"]
+__all__ = [
+    "BackgroundSparkSession",
+    "create_spark_session",
+    "is_spark_connect",
+    "stop_spark_session",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +74,9 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
     """
     from pyspark.sql import SparkSession
 
+    remote = configuration.get(SparkOptions.REMOTE)
+    if remote:
+        return _connect_session(configuration, remote)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
     # Python UDFs run in worker processes started with PYSPARK_PYTHON (PySpark reads only the
     # environment, not spark.pyspark.python): without it they get the PATH's python3, which
@@ -78,6 +91,7 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
         configuration.get(SparkOptions.SHUFFLE_PARTITIONS)
     )
     given = {k: str(v) for k, v in configuration.items_with_prefix("spark.").items()}
+    given.pop(SparkOptions.REMOTE.key, None)  # empty here: PySpark would read it as Connect
     settings.update(given)
     if "spark.driver.host" in given and "spark.driver.bindAddress" not in given:
         # executors on other hosts call the driver back at spark.driver.host: bind it there
@@ -91,12 +105,36 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
     return spark
 
 
+def _connect_session(configuration: Configuration, remote: str) -> Any:
+    """A Spark Connect session at ``remote`` with the runtime SQL settings of a local one."""
+    from pyspark.sql import SparkSession
+
+    settings = {k: v for k, v in _DEFAULTS.items() if k.startswith("spark.sql.")}
+    settings["spark.sql.shuffle.partitions"] = str(
+        configuration.get(SparkOptions.SHUFFLE_PARTITIONS)
+    )
+    given = configuration.items_with_prefix("spark.sql.")
+    settings.update({k: str(v) for k, v in given.items()})
+    builder = SparkSession.builder.remote(remote)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def is_spark_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, no JVM here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def stop_spark_session(spark: Any) -> None:
     """Stop the session, close the JVM gateway and wait for the JVM PySpark launched to exit
-    (killed after ``_JVM_EXIT_TIMEOUT`` s), so no JVM outlives the cluster."""
+    (killed after ``_JVM_EXIT_TIMEOUT`` s), so no JVM outlives the cluster. A Connect session
+    is released on its server and its channel closed."""
     from pyspark import SparkContext
 
     spark.stop()
+    if is_spark_connect(spark):
+        return
     gateway = SparkContext._gateway
     if gateway is None:
         return

@@ -3,7 +3,8 @@
 One SparkSession per TaskManager process, started in the background
 (``BackgroundSparkSession``), shared by every TaskManager of an embedded cluster. Each task runs
 its Spark jobs in a job group named by its attempt id (``spark/stream_task.py``), so cancelling
-a task cancels that group.
+a task cancels that group; on Spark Connect (``spark.remote``) the task's operations carry its
+attempt id as a tag, and cancelling interrupts the tag.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from millrace.config import Configuration
-from millrace.spark.spark_session import BackgroundSparkSession
+from millrace.spark.spark_session import BackgroundSparkSession, is_spark_connect
 
 __all__ = ["SparkTaskRuntime"]
 
@@ -62,8 +63,12 @@ class SparkTaskRuntime:
         started = self._session.started
         if not started.done() or started.exception() is not None:
             return
+        spark = started.result()
         try:
-            started.result().sparkContext.cancelJobGroup(attempt_id)
+            if is_spark_connect(spark):
+                spark.interruptTag(attempt_id)
+            else:
+                spark.sparkContext.cancelJobGroup(attempt_id)
         except Exception:  # the session may be stopping
             logger.debug("could not cancel the Spark jobs of %s", attempt_id, exc_info=True)
 

@@ -10,6 +10,7 @@ holds the executors a Worker launches), so it outlives the process that started 
     cluster.json                    host, ports and worker count of the running cluster
     master.pid, master.log          the Master
     worker-<i>.pid, worker-<i>.log  Worker i
+    connect.pid, connect.log        the Spark Connect server (``connect_port``), if any
     work/worker-<i>/                Worker i's application directories (executor logs)
 
 Every process binds ``host`` (loopback by default: ``SPARK_LOCAL_IP``); the Master's REST
@@ -21,6 +22,13 @@ SIGKILL after a grace period.
 A Millrace TaskManager (or the embedded cluster) runs its SparkSession on the cluster with
 ``spark.master`` set to :attr:`SparkStandaloneCluster.master_url`; each SparkSession is a Spark
 application, so ``spark.cores.max`` decides how many cores each takes (issue 15).
+
+With ``connect_port`` a Spark Connect server runs too (what ``sbin/start-connect-server.sh``
+does: ``spark-submit`` of the ``SparkConnectServer`` class, here ``spark-class`` with
+``SparkSubmit``), one application of the cluster with every core it has; Millrace's processes
+then open Connect sessions at :attr:`SparkStandaloneCluster.connect_url` (``spark.remote``) and
+start no JVM of their own. Its Python workers run this interpreter (``spark.pyspark.python``), so
+the job's functions find the packages they import.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -44,6 +53,8 @@ __all__ = ["SparkStandaloneCluster", "spark_home"]
 
 _MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
+_CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _POLL = 0.2  # seconds between two looks at the Master's state
 _LOG_TAIL_CHARS = 3000
 
@@ -79,6 +90,7 @@ class SparkStandaloneCluster:
         stop_timeout: Seconds :meth:`stop` waits after SIGTERM before SIGKILL.
         prefix: A command every process runs behind, one that execs it (e.g. ``ip netns exec
             NAME``: the cluster on another host of a test network).
+        connect_port: Port of a Spark Connect server started with the cluster; None: none.
 
     Threading:
         Not thread-safe: one thread (a test's, the CLI's) drives it. Another process finds a
@@ -98,6 +110,7 @@ class SparkStandaloneCluster:
         start_timeout: float = 120.0,
         stop_timeout: float = 10.0,
         prefix: list[str] | None = None,
+        connect_port: int | None = None,
     ) -> None:
         if workers < 1 or cores < 1:
             raise ValueError("a Spark standalone cluster needs at least one Worker and one core")
@@ -107,6 +120,7 @@ class SparkStandaloneCluster:
         self.webui_port = webui_port if webui_port is not None else _free_port(host)
         self.start_timeout, self.stop_timeout = start_timeout, stop_timeout
         self.prefix = list(prefix or [])
+        self.connect_port = connect_port
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # the processes started here
 
     @classmethod
@@ -124,6 +138,7 @@ class SparkStandaloneCluster:
             host=state["host"],
             port=int(state["port"]),
             webui_port=int(state["webui_port"]),
+            connect_port=state.get("connect_port"),
         )
         return cluster if cluster.pid("master") is not None else None
 
@@ -132,8 +147,15 @@ class SparkStandaloneCluster:
         """``spark://host:port``, the value of ``spark.master`` for this cluster."""
         return f"spark://{self.host}:{self.port}"
 
+    @property
+    def connect_url(self) -> str | None:
+        """``sc://host:port``, the value of ``spark.remote`` for this cluster's Connect server
+        (None without one)."""
+        return None if self.connect_port is None else f"sc://{self.host}:{self.connect_port}"
+
     def pid(self, process: str) -> int | None:
-        """The PID of ``"master"`` or ``"worker-<i>"`` if it runs this cluster's process."""
+        """The PID of ``"master"``, ``"worker-<i>"`` or ``"connect"`` if it runs this cluster's
+        process."""
         try:
             pid = int((self.directory / f"{process}.pid").read_text().strip())
         except (OSError, ValueError):
@@ -141,7 +163,8 @@ class SparkStandaloneCluster:
         return pid if _runs(pid, str(self.directory)) else None
 
     def start(self) -> None:
-        """Start the Master, then every Worker, and wait until the Master lists them ALIVE.
+        """Start the Master, then every Worker, and wait until the Master lists them ALIVE;
+        then the Connect server, if any, and wait until it accepts connections.
 
         Raises:
             LocalServerError: If java or pyspark's ``spark-class`` is missing, a Master of this
@@ -165,8 +188,10 @@ class SparkStandaloneCluster:
             self._wait_for(lambda s: s.get("status") == "ALIVE", "master", "the master ALIVE")
             for index in range(self.workers):
                 self.start_worker(index)
+            if self.connect_port is not None:
+                self._start_connect_server(self.connect_port)
             (self.directory / "cluster.json").write_text(
-                json.dumps({**state, "workers": self.workers})
+                json.dumps({**state, "workers": self.workers, "connect_port": self.connect_port})
             )
         except BaseException:
             self.stop()
@@ -228,7 +253,7 @@ class SparkStandaloneCluster:
             LocalServerError: If a process still runs 10 s after SIGKILL.
         """
         names = sorted(p.stem for p in self.directory.glob("worker-*.pid"))
-        for name in [*names, "master"]:
+        for name in ["connect", *names, "master"]:
             self._stop(name, signal.SIGTERM, self.stop_timeout)
         with contextlib.suppress(OSError):
             (self.directory / "cluster.json").unlink()
@@ -266,6 +291,36 @@ class SparkStandaloneCluster:
     def __repr__(self) -> str:
         return f"SparkStandaloneCluster({self.master_url}, {self.workers} workers)"
 
+    def _start_connect_server(self, port: int) -> None:
+        """Submit the Spark Connect server to the cluster and wait for its gRPC port."""
+        settings = {
+            "spark.connect.grpc.binding.address": self.host,
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.driver.host": self.host,
+            "spark.driver.bindAddress": self.host,
+            "spark.pyspark.python": sys.executable,
+            "spark.scheduler.mode": "FAIR",  # the sessions' jobs share the cores
+            "spark.ui.enabled": "false",
+            "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+            "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+            "spark.port.maxRetries": "0",
+        }
+        configs = [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
+        self._spawn(
+            "connect",
+            _SUBMIT_CLASS,
+            ["--master", self.master_url, "--class", _CONNECT_CLASS, *configs],
+            ["--name", "Spark Connect server", "spark-internal"],
+        )
+        deadline = time.monotonic() + self.start_timeout
+        while not _accepts(self.host, port):
+            child = self._children["connect"]
+            if child.poll() is not None:
+                raise self._error(f"connect exited with {child.returncode}", "connect")
+            if time.monotonic() > deadline:
+                raise self._error(f"no Connect server within {self.start_timeout:g} s", "connect")
+            time.sleep(_POLL)
+
     def _spawn(self, name: str, main_class: str, args: list[str], more: list[str]) -> None:
         home = spark_home()
         environment = {
@@ -276,6 +331,7 @@ class SparkStandaloneCluster:
             # next one (clients would look for the master where it is not)
             "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false -Dspark.port.maxRetries=0",
             "SPARK_NO_DAEMONIZE": "1",
+            "PYSPARK_PYTHON": sys.executable,
         }
         command = [*self.prefix, str(home / "bin" / "spark-class"), main_class, *args, *more]
         with open(self.directory / f"{name}.log", "ab") as log:
@@ -329,7 +385,9 @@ class SparkStandaloneCluster:
         return False
 
     def _error(self, reason: str, process: str) -> LocalServerError:
-        server = "Spark master" if process == "master" else f"Spark {process}"
+        server = {"master": "Spark master", "connect": "Spark Connect server"}.get(
+            process, f"Spark {process}"
+        )
         return LocalServerError(str(self.directory), reason, self.log_tail(process), server)
 
 
@@ -342,13 +400,23 @@ def _runs(pid: int, directory: str) -> bool:
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except (OSError, IndexError):
         return False
-    deploy = {_MASTER_CLASS.encode(), _WORKER_CLASS.encode()} & set(arguments)
+    classes = (_MASTER_CLASS, _WORKER_CLASS, _SUBMIT_CLASS)
+    deploy = {c.encode() for c in classes} & set(arguments)
     return state not in ("Z", "X") and bool(deploy) and cwd == directory
 
 
 def _signal_group(pid: int, signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signum)
+
+
+def _accepts(host: str, port: int) -> bool:
+    """Whether a TCP connection to ``host:port`` is accepted."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 def _free_port(host: str) -> int:

@@ -25,6 +25,7 @@ from millrace.runtime.checkpoint.key_groups import KeyGroupRange, key_group_rang
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.io.partition_events import CheckpointBarrier
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
+from millrace.spark.spark_session import is_spark_connect
 
 __all__ = ["SparkStreamTask"]
 
@@ -66,9 +67,13 @@ class SparkStreamTask(AbstractInvokable):
 
     @property
     def spark(self) -> Any:
-        """The SparkSession, with this thread's job group and FAIR pool set on first use."""
+        """The SparkSession, with this thread's job group and FAIR pool set on first use (a
+        Spark Connect session: this thread's operations tagged with the attempt id instead)."""
         if self._spark is None:
             self._spark = self.environment.spark
+            if is_spark_connect(self._spark):
+                self._spark.addTag(self.tdd.attempt_id)  # thread-local, like the job group
+                return self._spark
             context = self._spark.sparkContext
             context.setJobGroup(self.tdd.attempt_id, self.tdd.task_name, interruptOnCancel=True)
             # One FAIR pool per slot: tasks sharing a slot share its share of the cores.

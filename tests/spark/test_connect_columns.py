@@ -1,0 +1,81 @@
+"""Spark Connect columns across processes: shipped as their Expression message, read back for
+local-global aggregation. Connect columns are built without a server (``pyspark.sql.connect``'s
+functions are pure Python), so these tests start no Spark."""
+
+from __future__ import annotations
+
+import pyspark.sql.connect.functions as CF
+import pytest
+
+import millrace.spark.column_serde  # noqa: F401  (registers the reducer of Spark columns)
+from millrace.runtime.jobgraph.user_code import deserialize_user_code, serialize_user_code
+from millrace.spark.aggregation import AggregatePlan
+from millrace.spark.connect_columns import (
+    ShippedExpression,
+    expression_of,
+    load_connect_column,
+    proto_name,
+)
+
+
+def test_a_connect_column_travels_as_its_expression_message() -> None:
+    column = (CF.avg(CF.col("dep_delay")) * 2).alias("twice")
+    shipped = _ship(column)
+    assert type(shipped).__module__ == "pyspark.sql.connect.column"
+    assert isinstance(shipped._expr, ShippedExpression)
+    assert expression_of(shipped) == expression_of(column)
+    # and again: a shipped column ships as it came
+    assert expression_of(_ship(shipped)) == expression_of(column)
+
+
+def test_another_pyspark_version_is_refused() -> None:
+    message = expression_of(CF.col("x")).SerializeToString()
+    with pytest.raises(RuntimeError, match=r"PySpark 0\.0\.1"):
+        load_connect_column("0.0.1", message)
+
+
+def test_the_same_aggregates_decompose_as_classic_columns_do() -> None:
+    columns = (
+        CF.count("*").alias("n"),
+        CF.sum("x").alias("s"),
+        CF.min("x").alias("lo"),
+        CF.max("x").alias("hi"),
+        CF.avg("x").alias("mean"),
+        CF.count("x"),
+    )
+    for plan in (AggregatePlan.of(columns), AggregatePlan.of(_shipped(columns))):
+        assert plan.decomposable
+        assert plan.names == ("n", "s", "lo", "hi", "mean", "count(x)")
+        assert [c.function for c in plan.calls] == ["count", "sum", "min", "max", "avg", "count"]
+        assert plan.calls[0].argument is None
+        assert proto_name(expression_of(plan.calls[1].argument)) == "x"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: CF.count_distinct("x").alias("d"),
+        lambda: CF.percentile_approx("x", 0.5).alias("p"),
+        lambda: (CF.sum(CF.col("x")) + 1).alias("a"),
+        lambda: CF.sum("*").alias("s"),
+    ],
+)
+def test_others_are_buffered_and_keep_their_names(make) -> None:
+    plan = AggregatePlan.of((make(),))
+    assert not plan.decomposable
+    assert plan.names == (proto_name(expression_of(make())),)
+
+
+def test_spark_names_of_unaliased_columns() -> None:
+    assert proto_name(expression_of(CF.count("*"))) == "count(1)"
+    assert proto_name(expression_of(CF.max(CF.col("t")))) == "max(t)"
+    assert proto_name(expression_of(CF.lit(3))) == "3"
+
+
+def _ship(value: object) -> object:
+    """``value`` serialized as operators are, and loaded back."""
+    return deserialize_user_code(serialize_user_code(value, "a column"), "a column")
+
+
+def _shipped(columns: tuple) -> tuple:
+    return tuple(_ship(c) for c in columns)
