@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["CLI_WAIT", "millrace", "running"]
+__all__ = ["CLI_WAIT", "descendants", "millrace", "running"]
 
 CLI_WAIT = 180.0  # seconds a millrace command may take
 
@@ -38,3 +38,28 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below ``pid`` (children, their children, ...) now: PID -> command line
+    (arguments joined by spaces)."""
+    parents: dict[int, int] = {}
+    commands: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        child = int(stat.parent.name)
+        parents[child] = parent
+        commands[child] = command.replace(b"\0", b" ").decode(errors="replace").strip()
+    found: dict[int, str] = {}
+    frontier = [pid]
+    while frontier:
+        current = frontier.pop()
+        for child, parent in parents.items():
+            if parent == current and child not in found:
+                found[child] = commands[child]
+                frontier.append(child)
+    return found

@@ -21,11 +21,15 @@ __all__ = ["running_spark_standalone"]
 
 
 @contextlib.contextmanager
-def running_spark_standalone(directory: Path) -> Iterator[SparkStandaloneCluster]:
+def running_spark_standalone(
+    directory: Path, connect_port: int | None = None
+) -> Iterator[SparkStandaloneCluster]:
     """A Spark master and two workers (2 cores, 1 GiB each) on loopback with their files in
-    ``directory``, stopped by PID and process group when the block ends; one that cannot
-    start fails the test (``tests.real_parts``)."""
-    cluster = SparkStandaloneCluster(directory, workers=2, cores=2, memory="1g")
+    ``directory`` (and a Spark Connect server on ``connect_port``), stopped by PID and process
+    group when the block ends; one that cannot start fails the test (``tests.real_parts``)."""
+    cluster = SparkStandaloneCluster(
+        directory, workers=2, cores=2, memory="1g", connect_port=connect_port
+    )
     try:
         cluster.start()
     except LocalServerError as error:

@@ -2,13 +2,14 @@
 plane (issue 15), from the jars pyspark ships: no Spark download.
 
 ``spark-cluster start`` starts a :class:`SparkStandaloneCluster` (a Master and ``--workers``
-Workers, with ``--connect-port`` a Spark Connect server too, each in a session of its own: they outlive the command) with its state, logs and PID
-files in ``--dir`` (default ``<io.tmp.dirs>/spark-cluster``), waits until the Master lists
-every Worker ALIVE and prints the settings that run Millrace's Spark sessions on it. Started
-again while it runs, it says so and exits 0. ``spark-cluster stop`` stops the Workers (with the
-executors they launched) and the Master of that directory by their PIDs: SIGTERM, then SIGKILL
-after a grace period; with nothing running it says so and exits 0. Exit codes: 0 success, 1 the
-cluster cannot start or stop, 2 bad configuration or usage.
+Workers, with ``--connect-port`` a Spark Connect server too, each in a session of its own: they
+outlive the command) with its state, logs and PID files in ``--dir`` (default
+``<io.tmp.dirs>/spark-cluster``), waits until the Master lists every Worker ALIVE (and the
+Connect server listens) and prints the settings that run Millrace's Spark sessions on it. Started
+again while it runs, it says so and exits 0. ``spark-cluster stop`` stops the Connect server,
+the Workers (with the executors they launched) and the Master of that directory by their PIDs:
+SIGTERM, then SIGKILL after a grace period; with nothing running it says so and exits 0. Exit
+codes: 0 success, 1 the cluster cannot start or stop, 2 bad configuration or usage.
 """
 
 from __future__ import annotations

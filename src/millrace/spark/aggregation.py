@@ -6,8 +6,8 @@ when the window fires (Flink's local-global aggregation). Any other aggregate ma
 non-decomposable: records are buffered in keyed state and aggregated by Spark on firing.
 
 Introspection reads the column's expression tree through Spark's classic Column API
-(``ColumnNode``), or a Spark Connect column's Expression message; a column that cannot be read is treated as non-decomposable, which is always
-correct, only slower.
+(``ColumnNode``), or a Spark Connect column's Expression message; a column that cannot be read
+is treated as non-decomposable, which is always correct, only slower.
 """
 
 from __future__ import annotations

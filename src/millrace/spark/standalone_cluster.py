@@ -55,6 +55,7 @@ _MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 _CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+_STARTED = "Spark Connect server started at"  # its log line once its gRPC port is bound
 _POLL = 0.2  # seconds between two looks at the Master's state
 _LOG_TAIL_CHARS = 3000
 
@@ -313,10 +314,12 @@ class SparkStandaloneCluster:
             ["--name", "Spark Connect server", "spark-internal"],
         )
         deadline = time.monotonic() + self.start_timeout
-        while not _accepts(self.host, port):
+        # the server's own word, not only an accepting port: another process may hold it
+        while not (_STARTED in self.log_tail("connect", 1 << 20) and _accepts(self.host, port)):
             child = self._children["connect"]
             if child.poll() is not None:
-                raise self._error(f"connect exited with {child.returncode}", "connect")
+                cause = _first_exception(self.log_tail("connect", 1 << 20))
+                raise self._error(f"connect exited with {child.returncode}{cause}", "connect")
             if time.monotonic() > deadline:
                 raise self._error(f"no Connect server within {self.start_timeout:g} s", "connect")
             time.sleep(_POLL)
@@ -408,6 +411,12 @@ def _runs(pid: int, directory: str) -> bool:
 def _signal_group(pid: int, signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signum)
+
+
+def _first_exception(log: str) -> str:
+    """``": "`` and the first line of ``log`` naming a Java exception, or ""."""
+    line = next((line for line in log.splitlines() if "Exception: " in line), "")
+    return f": {line.strip()[:500]}" if line else ""
 
 
 def _accepts(host: str, port: int) -> bool:

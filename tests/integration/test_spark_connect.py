@@ -1,0 +1,157 @@
+"""The data plane through Spark Connect (issue 15): a Millrace standalone cluster of real
+processes (a JobManager, two TaskManagers) and its client, all with
+``spark.remote=sc://...``: none of them starts a JVM; their plans run on a Spark Connect server
+submitted to a Spark standalone master with two workers (``SparkStandaloneCluster`` with
+``connect_port``). The output equals pandas row for row, failure-free and with a Spark worker
+killed mid-job (Spark runs the lost tasks again on the surviving worker's executor)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from millrace.spark.standalone_cluster import SparkStandaloneCluster
+from tests.integration.helpers import (
+    ROOT,
+    assert_same_result,
+    expected_flight_delays,
+    read_flights,
+    read_output,
+)
+from tests.integration.standalone_cluster import ClusterProcess, StandaloneCluster, free_port
+from tests.processes import descendants
+from tests.spark_standalone import running_spark_standalone
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+HELD_JOB = '''
+"""Flight delays with December held until GATE exists: ``job.py ROOT FLIGHTS OUT GATE``."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[1])  # the repository: the tests' helpers
+
+from millrace import StreamExecutionEnvironment
+from tests.integration.helpers import build_flight_delays_held
+
+flights, out, gate = map(Path, sys.argv[2:5])
+env = StreamExecutionEnvironment.get_execution_environment()
+build_flight_delays_held(env, flights, out, gate)
+env.execute("flight-delays-connect-held")
+'''
+
+
+@pytest.fixture(scope="module")
+def spark_connect(tmp_path_factory) -> Iterator[SparkStandaloneCluster]:
+    """A Spark master, two workers (2 cores, 1 GiB each) and a Spark Connect server on
+    loopback, shared by this module's tests (the worker-kill test comes last)."""
+    directory = tmp_path_factory.mktemp("spark-connect")
+    with running_spark_standalone(directory, connect_port=free_port()) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, spark_connect: SparkStandaloneCluster) -> Iterator[StandaloneCluster]:
+    """A JobManager and two TaskManagers whose Spark sessions are Connect sessions."""
+    assert spark_connect.connect_url is not None
+    started = StandaloneCluster(
+        tmp_path_factory.mktemp("millrace-cluster"),
+        {
+            "spark.remote": spark_connect.connect_url,
+            "heartbeat.interval": "200 ms",
+            "heartbeat.pause": "10 s",
+            "rpc.ask-timeout": "30 s",
+            "execution.bundle.max-records": "30000",  # a month per Spark job: a longer job
+        },
+    )
+    try:
+        started.start_jobmanager()
+        for _ in range(2):
+            started.start_taskmanager(slots=2)
+        started.wait_for_taskmanagers(2)
+        yield started
+    finally:
+        started.close()
+
+
+def java_processes(processes: list[ClusterProcess]) -> dict[int, str]:
+    """The JVMs among ``processes`` and everything they started."""
+    found: dict[int, str] = {}
+    for process in processes:
+        tree = {process.pid: " ".join(map(str, process.process.args)), **descendants(process.pid)}
+        found.update({pid: command for pid, command in tree.items() if "java" in command})
+    return found
+
+
+def run_client(cluster: StandaloneCluster, script: Path, *args: object) -> ClusterProcess:
+    """``millrace run SCRIPT ARGS --jobmanager ...`` with the cluster's settings."""
+    command = ["run", str(script), *map(str, args), "--jobmanager", cluster.jobmanager]
+    return cluster._start("client", command)
+
+
+def watch_client(
+    cluster: StandaloneCluster, client: ClusterProcess, known: set[str]
+) -> tuple[float, set[str]]:
+    """Follow ``client`` until it exits: (seconds from its start until the JobManager listed a
+    job not in ``known``, every command line its process tree ran meanwhile)."""
+    started, submitted = time.monotonic(), None
+    commands: set[str] = set()
+
+    def done() -> bool:
+        nonlocal submitted
+        commands.update(descendants(client.pid).values())
+        if submitted is None and {job["id"] for job in cluster.rest("/jobs")["jobs"]} - known:
+            submitted = time.monotonic() - started
+        return client.process.poll() is not None
+
+    cluster.wait_until(done, what="millrace run exiting")
+    assert submitted is not None, client.output()[-3000:]
+    return submitted, commands
+
+
+def test_flight_delays_through_spark_connect_equal_pandas_with_no_jvm_in_millrace(
+    flights_dir, tmp_path, cluster, spark_connect
+) -> None:
+    out = tmp_path / "out"
+    script = ROOT / "examples" / "flight_delays.py"
+    known = {job["id"] for job in cluster.rest("/jobs")["jobs"]}
+    client = run_client(cluster, script, flights_dir, out)
+    submitted, commands = watch_client(cluster, client, known)
+    print(f"millrace run through Spark Connect: job listed at the JobManager {submitted:.1f} s")
+
+    assert client.process.returncode == 0, client.output()[-5000:]
+    assert "flight-delays FINISHED" in client.output()
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    assert not [c for c in commands if "java" in c], "the client started a JVM"
+    assert java_processes(cluster.processes) == {}, "a Millrace process started a JVM"
+    applications = [app["name"] for app in spark_connect.state().get("activeapps", [])]
+    assert applications == ["Spark Connect server"], "the plans ran on the Connect server's app"
+
+
+def test_a_spark_worker_killed_mid_job_through_spark_connect_loses_no_row(
+    flights_dir, tmp_path, cluster, spark_connect
+) -> None:
+    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
+    script.write_text(HELD_JOB)
+    client = run_client(cluster, script, ROOT, flights_dir, out, gate)
+    cluster.wait_until(
+        lambda: [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"],
+        what="the held job running",
+    )
+    [job] = [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
+    cluster.wait_until(
+        lambda: cluster.job(job).get("splits-assigned", 0) >= 3, what="three months read"
+    )
+    [victim] = [i for i in range(2) if spark_connect.executors(i)][:1]
+    spark_connect.kill_worker(victim)  # the worker and its executor: kill -9
+    assert client.process.poll() is None, "the job ended before the kill"
+    gate.touch()  # December may go on
+    cluster.wait_until(lambda: client.process.poll() is not None, what="millrace run exiting")
+
+    assert client.process.returncode == 0, client.output()[-5000:]
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    survivor = 1 - victim
+    assert spark_connect.executors(survivor) >= 1, "the Connect server lost every executor"
