@@ -1,16 +1,19 @@
-"""The data plane's modes: the flight-delays job on local Spark and on a Spark standalone cluster.
+"""The data plane's modes: the flight-delays job on local Spark, on a Spark standalone cluster
+and through Spark Connect.
 
 One invocation starts a Spark standalone cluster on this machine (``SparkStandaloneCluster``:
 a master and ``--workers`` workers of ``--cores`` cores, from the jars pyspark ships), then runs,
 for each mode, one child process holding one SparkSession (a process can hold only one
 SparkContext): ``local`` (``spark.master=local[*]``, the default) and ``standalone``
-(``spark.master=spark://...``, executors on the workers). In each child the bounded
+(``spark.master=spark://...``, executors on the workers); then the cluster again with a Spark
+Connect server, the only application on the workers, and ``connect``
+(``spark.remote=sc://...``: no JVM in the child, its plans run in the server). In each child the
+bounded
 flight-delays job (``examples/flight_delays.py``) runs on an embedded cluster in BATCH and in
 STREAMING mode, once to warm up and then ``--runs`` times alternately, and the fixed cost of a
 Spark job (one ``toArrow`` of a one-row DataFrame, 20 times) is measured: that is the floor of
 each bundle's cost in the mode. The script prints the medians and the ratio of each mode to
-local Spark (the peer, same invocation). Spark Connect (``spark.remote``) is not built yet
-(issue 15), so it is not a contender.
+local Spark (the peer, same invocation).
 
 Usage: ``.venv/bin/python bench/data_plane_modes.py [--runs 5] [--parallelism 1] [--workers 2]
 [--cores 1]``
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import statistics
 import subprocess
 import sys
@@ -28,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ("local", "standalone")
+MODES = ("local", "standalone", "connect")
 
 
 def main() -> None:
@@ -47,29 +51,34 @@ def main() -> None:
     from millrace.spark.standalone_cluster import SparkStandaloneCluster
 
     work = Path(tempfile.mkdtemp(prefix="millrace-bench-modes-"))
-    results = {}
+    results: dict[str, dict[str, list[float]]] = {}
+    shape = {"workers": args.workers, "cores": args.cores, "memory": "1g"}
+    with SparkStandaloneCluster(work / "spark-cluster", **shape) as cluster:
+        results["local"] = _child("local[*]", args)
+        results["standalone"] = _child(cluster.master_url, args)
+    # the Connect server takes every core of the workers: a cluster of its own
     with SparkStandaloneCluster(
-        work / "spark-cluster", workers=args.workers, cores=args.cores, memory="1g"
+        work / "spark-connect", connect_port=_free_port(), **shape
     ) as cluster:
-        for mode in MODES:
-            master = cluster.master_url if mode == "standalone" else "local[*]"
-            command = [
-                sys.executable,
-                __file__,
-                "--child",
-                master,
-                "--runs",
-                str(args.runs),
-                "--parallelism",
-                str(args.parallelism),
-                "--input",
-                args.input,
-            ]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-            if done.returncode != 0:
-                raise SystemExit(f"{mode} failed:\n{done.stderr[-3000:]}")
-            results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+        assert cluster.connect_url is not None
+        results["connect"] = _child(cluster.connect_url, args)
     _report(results, args)
+
+
+def _child(where: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """One mode measured in a child process: its wall times (s) by contender."""
+    command = [sys.executable, __file__, "--child", where, "--runs", str(args.runs)]
+    command += ["--parallelism", str(args.parallelism), "--input", args.input]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"{where} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _measure(master: str, args: argparse.Namespace) -> dict[str, list[float]]:
@@ -87,8 +96,8 @@ def _measure(master: str, args: argparse.Namespace) -> dict[str, list[float]]:
     settings = {
         "parallelism.default": args.parallelism,
         "io.tmp.dirs": str(work / "tmp"),
-        "spark.master": master,
         "spark.executor.memory": "512m",
+        **({"spark.remote": master} if master.startswith("sc://") else {"spark.master": master}),
     }
     conf = Configuration(settings)
     started = time.perf_counter()
@@ -126,11 +135,13 @@ def _report(results: dict[str, dict[str, list[float]]], args: argparse.Namespace
     )
     names = ["BATCH", "STREAMING", "one Spark job", "spark start"]
     header = "".join(f"{m + ' median s':>22}" for m in MODES)
-    print(f"{'contender':<16}{header}{'ratio':>10}")
+    ratios = "".join(f"{m + '/local':>18}" for m in MODES[1:])
+    print(f"{'contender':<16}{header}{ratios}")
     for name in names:
         medians = [statistics.median(results[m][name]) for m in MODES]
-        ratio = medians[1] / medians[0]
-        print(f"{name:<16}" + "".join(f"{v:>22.3f}" for v in medians) + f"{ratio:>9.2f}x")
+        line = "".join(f"{v:>22.3f}" for v in medians)
+        line += "".join(f"{v / medians[0]:>17.2f}x" for v in medians[1:])
+        print(f"{name:<16}{line}")
 
 
 if __name__ == "__main__":

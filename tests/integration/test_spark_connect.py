@@ -13,17 +13,26 @@ from pathlib import Path
 
 import pytest
 
+from millrace import Configuration, StreamExecutionEnvironment
+from millrace.runtime.job_result import JobResultFailure
 from millrace.spark.standalone_cluster import SparkStandaloneCluster
 from tests.integration.helpers import (
     ROOT,
     assert_same_result,
     expected_flight_delays,
+    load_example,
     read_flights,
     read_output,
 )
-from tests.integration.standalone_cluster import ClusterProcess, StandaloneCluster, free_port
+from tests.integration.standalone_cluster import (
+    WAIT,
+    ClusterProcess,
+    StandaloneCluster,
+    free_port,
+)
 from tests.processes import descendants
 from tests.spark_standalone import running_spark_standalone
+from tests.waiting import result_within
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -129,6 +138,23 @@ def test_flight_delays_through_spark_connect_equal_pandas_with_no_jvm_in_millrac
     assert java_processes(cluster.processes) == {}, "a Millrace process started a JVM"
     applications = [app["name"] for app in spark_connect.state().get("activeapps", [])]
     assert applications == ["Spark Connect server"], "the plans ran on the Connect server's app"
+
+
+def test_a_job_built_with_a_local_spark_fails_on_connect_taskmanagers_with_the_fix(
+    spark, flights_dir, tmp_path, cluster
+) -> None:
+    """Classic columns are JVM objects: TaskManagers without a JVM cannot load them, and the
+    job fails (after its restarts) saying to set the same ``spark.remote`` everywhere."""
+    settings = {k: v for k, v in cluster.settings.items() if k != "spark.remote"}
+    conf = Configuration({**settings, "restart-strategy.type": "none"})
+    env = StreamExecutionEnvironment(conf, spark)
+    load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
+    graph = env.get_job_graph("flight-delays-classic-columns")
+    with cluster.remote() as client:
+        result = result_within(client.job_client.submit_job_wait(graph), WAIT, what="the job")
+    assert isinstance(result, JobResultFailure), result
+    fix = "set the same spark.remote on the client and the cluster"
+    assert fix in result.root_cause, result.root_cause
 
 
 def test_a_spark_worker_killed_mid_job_through_spark_connect_loses_no_row(

@@ -4,6 +4,7 @@ functions are pure Python), so these tests start no Spark."""
 
 from __future__ import annotations
 
+import pyspark
 import pyspark.sql.connect.functions as CF
 import pytest
 
@@ -16,6 +17,13 @@ from millrace.spark.connect_columns import (
     load_connect_column,
     proto_name,
 )
+
+
+@pytest.fixture(autouse=True)
+def connect_process(monkeypatch) -> None:
+    """This process as a Connect one (what a remote session's builder sets): the suite's
+    classic SparkSession may run in it too, and a classic process refuses Connect columns."""
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
 
 
 def test_a_connect_column_travels_as_its_expression_message() -> None:
@@ -79,3 +87,12 @@ def _ship(value: object) -> object:
 
 def _shipped(columns: tuple) -> tuple:
     return tuple(_ship(c) for c in columns)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_process_with_a_local_spark_session_refuses_them(spark, monkeypatch) -> None:
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
+    message = expression_of(CF.col("x")).SerializeToString()
+    with pytest.raises(RuntimeError, match=r"set the same spark\.remote on the client"):
+        load_connect_column(pyspark.__version__, message)

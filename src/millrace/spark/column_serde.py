@@ -65,6 +65,14 @@ def _jvm() -> Any:
 
     context = SparkContext._active_spark_context
     if context is None:
+        from pyspark.sql.utils import is_remote
+
+        if is_remote():
+            raise RuntimeError(
+                "the job's columns were built by a client with a local SparkSession but this "
+                "process runs Spark Connect (spark.remote); set the same spark.remote on the "
+                "client and the cluster"
+            )
         raise RuntimeError(
             "no SparkContext runs in this process; Spark columns can only be "
             "serialized and loaded where a SparkSession runs"

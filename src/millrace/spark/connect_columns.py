@@ -62,7 +62,7 @@ def load_connect_column(pyspark_version: str, message: bytes) -> Any:
 
     Raises:
         RuntimeError: If this process runs another PySpark version (the message's schema may
-            differ).
+            differ), or a classic SparkSession (which cannot run Connect's expressions).
     """
     import pyspark
     from pyspark.sql.connect import proto
@@ -72,6 +72,15 @@ def load_connect_column(pyspark_version: str, message: bytes) -> Any:
         raise RuntimeError(
             f"the column was built with PySpark {pyspark_version}, this process runs PySpark "
             f"{pyspark.__version__}; run the same version everywhere"
+        )
+    from pyspark import SparkContext
+    from pyspark.sql.utils import is_remote
+
+    if SparkContext._active_spark_context is not None and not is_remote():
+        raise RuntimeError(
+            "the job's columns were built by a Spark Connect client (spark.remote) but this "
+            "process runs a local SparkSession; set the same spark.remote on the client and "
+            "the cluster"
         )
     expression = proto.Expression()
     expression.ParseFromString(message)
