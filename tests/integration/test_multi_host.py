@@ -9,7 +9,9 @@ address (``spark.driver.host``); the exchange store and the output are a directo
 shares. The flight-delays output equals pandas row for row,
 failure-free, with a TaskManager's host cut off from the network (its link down at the switch)
 until the JobManager's heartbeat declares it dead, then restored, and with every process of a
-TaskManager host killed."""
+TaskManager host killed. And again through a Spark Connect server on the Spark host
+(``spark.remote``): a second JobManager and two TaskManagers on the same hosts, and a client,
+none of them with a JVM."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from millrace.errors import LocalServerError
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.spark.standalone_cluster import SparkStandaloneCluster
 from tests.integration.helpers import (
+    ROOT,
     assert_same_result,
     expected_flight_delays,
     load_example,
@@ -33,6 +36,7 @@ from tests.integration.helpers import (
 )
 from tests.integration.standalone_cluster import WAIT, StandaloneCluster
 from tests.network_namespaces import VirtualNetwork
+from tests.processes import descendants
 from tests.real_parts import part_unavailable
 from tests.waiting import result_within
 
@@ -54,16 +58,19 @@ def network() -> Iterator[VirtualNetwork]:
 
 @pytest.fixture(scope="module")
 def spark_cluster(network: VirtualNetwork, tmp_path_factory) -> Iterator[SparkStandaloneCluster]:
-    """A Spark master and two workers (1 core each) on the host ``spark``."""
+    """A Spark master and two workers (2 cores each) on the host ``spark``, with a Spark
+    Connect server holding one core of each worker (the TaskManagers' applications the others)."""
     started = SparkStandaloneCluster(
         tmp_path_factory.mktemp("spark-cluster"),
         workers=2,
-        cores=1,
+        cores=2,
         memory="1g",
         host=network.hosts["spark"],
         port=7077,
         webui_port=8080,
         prefix=network.command("spark", []),
+        connect_port=15002,
+        connect_settings={"spark.cores.max": "2", "spark.executor.memory": "512m"},
     )
     try:
         started.start()
@@ -96,6 +103,41 @@ def cluster(
             "spark.master": spark_cluster.master_url,
             "spark.cores.max": "1",
             "spark.executor.memory": "512m",
+        },
+        host=address,
+    )
+    try:
+        started.start_jobmanager(
+            {
+                "jobmanager.rpc.address": address,
+                "jobmanager.bind-host": "0.0.0.0",
+                "rest.bind-address": address,
+            },
+            prefix=network.command("jobmanager", []),
+        )
+        for host in ("taskmanager-a", "taskmanager-b"):
+            start_taskmanager_on(started, network, host)
+        started.wait_for_taskmanagers(2)
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture(scope="module")
+def connect_cluster(
+    network: VirtualNetwork, spark_cluster: SparkStandaloneCluster, tmp_path_factory
+) -> Iterator[StandaloneCluster]:
+    """A second JobManager and two TaskManagers on the same hosts whose Spark sessions are
+    Connect sessions at the Spark host's Connect server: no JVM of their own."""
+    address = network.hosts["jobmanager"]
+    assert spark_cluster.connect_url is not None
+    started = StandaloneCluster(
+        tmp_path_factory.mktemp("multi-host-connect"),
+        {
+            "heartbeat.interval": "200 ms",
+            "heartbeat.pause": "10 s",
+            "rpc.ask-timeout": "30 s",
+            "spark.remote": spark_cluster.connect_url,
         },
         host=address,
     )
@@ -230,3 +272,31 @@ def test_a_task_manager_hosts_processes_killed_loses_no_row(
     )
     start_taskmanager_on(cluster, network, host)
     cluster.wait_until(lambda: len(cluster.taskmanagers()) == 2, what=f"a TaskManager on {host}")
+
+
+def test_flight_delays_on_three_hosts_through_spark_connect_equal_pandas(
+    flights_dir, tmp_path, connect_cluster, spark_cluster
+) -> None:
+    """The client (on the bridge) and the TaskManagers (on their hosts) send their plans to the
+    Connect server on the Spark host; no Millrace process there starts a JVM."""
+    out = tmp_path / "out"
+    script = ROOT / "examples" / "flight_delays.py"
+    command = ["run", str(script), str(flights_dir), str(out)]
+    client = connect_cluster._start(
+        "client", [*command, "--jobmanager", connect_cluster.jobmanager]
+    )
+    jvms: set[str] = set()
+
+    def exited() -> bool:
+        jvms.update(c for c in descendants(client.pid).values() if "java" in c)
+        return client.process.poll() is not None
+
+    connect_cluster.wait_until(exited, what="millrace run exiting")
+    assert client.process.returncode == 0, client.output()[-5000:]
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    assert not jvms, "the client started a JVM"
+    for process in connect_cluster.processes:
+        tree = descendants(process.pid).values()
+        assert not [c for c in tree if "java" in c], f"{process.kind} started a JVM"
+    names = [app.get("name") for app in spark_cluster.state().get("activeapps", [])]
+    assert "Spark Connect server" in names

@@ -92,6 +92,9 @@ class SparkStandaloneCluster:
         prefix: A command every process runs behind, one that execs it (e.g. ``ip netns exec
             NAME``: the cluster on another host of a test network).
         connect_port: Port of a Spark Connect server started with the cluster; None: none.
+        connect_settings: More Spark settings of the Connect server's application (e.g.
+            ``spark.cores.max``, ``spark.executor.memory``: by default it takes every core and
+            1 GiB executors).
 
     Threading:
         Not thread-safe: one thread (a test's, the CLI's) drives it. Another process finds a
@@ -112,6 +115,7 @@ class SparkStandaloneCluster:
         stop_timeout: float = 10.0,
         prefix: list[str] | None = None,
         connect_port: int | None = None,
+        connect_settings: dict[str, str] | None = None,
     ) -> None:
         if workers < 1 or cores < 1:
             raise ValueError("a Spark standalone cluster needs at least one Worker and one core")
@@ -122,6 +126,7 @@ class SparkStandaloneCluster:
         self.start_timeout, self.stop_timeout = start_timeout, stop_timeout
         self.prefix = list(prefix or [])
         self.connect_port = connect_port
+        self.connect_settings = dict(connect_settings or {})
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # the processes started here
 
     @classmethod
@@ -305,6 +310,7 @@ class SparkStandaloneCluster:
             "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
             "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
             "spark.port.maxRetries": "0",
+            **self.connect_settings,
         }
         configs = [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
         self._spawn(
