@@ -169,7 +169,8 @@ def held_at_december(gate: Path) -> Callable[[Any], Any]:
     """A ``transform`` that holds every batch of December's flights until the file ``gate``
     exists (``mapInArrow``; at most 300 s): a failover test's job cannot end before the test
     has crashed its TaskManager, however fast the first eleven months go. The test creates
-    ``gate`` after the crash, and the restored job runs to its end."""
+    ``gate`` after the crash, and the restored job runs to its end. While it holds, the file
+    ``<gate>.held`` exists."""
     path = str(gate)
 
     def transform(frame: Any) -> Any:
@@ -181,6 +182,7 @@ def held_at_december(gate: Path) -> Callable[[Any], Any]:
 
             for batch in batches:
                 if batch.num_rows and pc.max(batch.column("month")).as_py() == 12:
+                    open(path + ".held", "w").close()
                     deadline = _time.monotonic() + 300
                     while not _os.path.exists(path) and _time.monotonic() < deadline:
                         _time.sleep(0.05)

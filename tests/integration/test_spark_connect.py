@@ -157,6 +157,33 @@ def test_a_job_built_with_a_local_spark_fails_on_connect_taskmanagers_with_the_f
     assert fix in result.root_cause, result.root_cause
 
 
+def test_cancelling_a_job_interrupts_its_spark_jobs_on_the_connect_server(
+    flights_dir, tmp_path, cluster
+) -> None:
+    """Cancelled while a Spark job of it holds December in the Connect server's Python worker
+    (up to 300 s): the task's tag is interrupted (``interruptTag``), its Spark job ends, and
+    the job is CANCELED long before the hold would end, its slots free again."""
+    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
+    script.write_text(HELD_JOB)
+    client = run_client(cluster, script, ROOT, flights_dir, out, gate)
+    held = Path(f"{gate}.held")
+    cluster.wait_until(held.exists, what="a Spark job holding December")
+    [job] = [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
+    cancelled_at = time.monotonic()
+    with cluster.remote() as remote:
+        remote.job_client.cancel_job(job).result(WAIT)
+    cluster.wait_until(lambda: cluster.job(job).get("state") == "CANCELED", what="CANCELED")
+    cancelled = time.monotonic() - cancelled_at
+    print(f"cancel through Spark Connect: CANCELED after {cancelled:.1f} s")
+    cluster.wait_until(lambda: client.process.poll() is not None, what="millrace run exiting")
+    assert client.process.returncode != 0 and "CANCELED" in client.output()
+    cluster.wait_until(
+        lambda: all(tm["freeSlots"] == tm["slotsNumber"] for tm in cluster.taskmanagers()),
+        what="every slot free again",
+    )
+    assert not gate.exists()
+
+
 def test_a_spark_worker_killed_mid_job_through_spark_connect_loses_no_row(
     flights_dir, tmp_path, cluster, spark_connect
 ) -> None:
