@@ -7,6 +7,8 @@ killed mid-job (Spark runs the lost tasks again on the surviving worker's execut
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,10 +97,15 @@ def java_processes(processes: list[ClusterProcess]) -> dict[int, str]:
     return found
 
 
-def run_client(cluster: StandaloneCluster, script: Path, *args: object) -> ClusterProcess:
-    """``millrace run SCRIPT ARGS --jobmanager ...`` with the cluster's settings."""
+def run_client(
+    cluster: StandaloneCluster,
+    script: Path,
+    *args: object,
+    extra: dict[str, str] | None = None,
+) -> ClusterProcess:
+    """``millrace run SCRIPT ARGS --jobmanager ...`` with the cluster's settings and ``extra``."""
     command = ["run", str(script), *map(str, args), "--jobmanager", cluster.jobmanager]
-    return cluster._start("client", command)
+    return cluster._start("client", command, extra)
 
 
 def watch_client(
@@ -182,6 +189,51 @@ def test_cancelling_a_job_interrupts_its_spark_jobs_on_the_connect_server(
         what="every slot free again",
     )
     assert not gate.exists()
+
+
+def test_a_taskmanager_killed_mid_stream_through_spark_connect_loses_no_row(
+    flights_dir, tmp_path, cluster
+) -> None:
+    """STREAMING with checkpoints every second; kill -9 of a busy TaskManager once a checkpoint
+    completed (or December is held, which no checkpoint passes): the job restarts on the
+    other TaskManager's Connect session from its latest checkpoint and equals pandas."""
+    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
+    script.write_text(HELD_JOB)
+    streaming = {
+        "execution.runtime-mode": "STREAMING",
+        "execution.checkpointing.interval": "1 s",
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": "3",
+        "restart-strategy.fixed-delay.delay": "200 ms",
+    }
+    client = run_client(cluster, script, ROOT, flights_dir, out, gate, extra=streaming)
+    cluster.wait_until(
+        lambda: [j for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"],
+        what="the job running",
+    )
+    [job] = [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
+
+    def checkpointed() -> int:
+        return int(cluster.rest(f"/jobs/{job}/checkpoints")["counts"]["completed"])
+
+    held = Path(f"{gate}.held")
+    cluster.wait_until(
+        lambda: checkpointed() >= 1 or held.exists(), what="a checkpoint, or December held"
+    )
+    [victim, *_] = [tm for tm in cluster.taskmanagers() if tm["freeSlots"] < tm["slotsNumber"]]
+    os.killpg(cluster.pid_of(victim["id"]), signal.SIGKILL)
+    print(f"kill -9 of a Connect TaskManager after {checkpointed()} checkpoints")
+    gate.touch()  # December may go on
+    cluster.wait_until(lambda: client.process.poll() is not None, what="millrace run exiting")
+
+    assert client.process.returncode == 0, client.output()[-5000:]
+    assert " restarts)" in client.output(), "the job did not restart after the kill"
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    assert cluster.job(job)["state"] == "FINISHED"
+    cluster.start_taskmanager(slots=2)  # the module's cluster whole again
+    cluster.wait_until(
+        lambda: len(cluster.taskmanagers()) == 2, what="2 TaskManagers registered again"
+    )
 
 
 def test_a_spark_worker_killed_mid_job_through_spark_connect_loses_no_row(
