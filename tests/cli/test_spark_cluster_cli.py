@@ -25,8 +25,10 @@ def test_start_twice_then_stop_twice(tmp_path: Path) -> None:
     try:
         started = millrace("spark-cluster", "start", "--workers", "2", *ports, *where, cwd=tmp_path)
         assert started.returncode == 0, started.stdout + started.stderr
-        assert f"-D spark.master=spark://127.0.0.1:{port}" in started.stdout
+        assert f"at spark://127.0.0.1:{port}" in started.stdout
+        # the Connect server's application holds every core: only spark.remote is offered
         assert f"-D spark.remote=sc://127.0.0.1:{connect}" in started.stdout
+        assert "spark.master=" not in started.stdout
         cluster = SparkStandaloneCluster.running_in(tmp_path / "spark")
         assert cluster is not None, "the cluster outlived the command"
         assert cluster.alive_workers() == 2

@@ -169,8 +169,8 @@ def held_at_december(gate: Path) -> Callable[[Any], Any]:
     """A ``transform`` that holds every batch of December's flights until the file ``gate``
     exists (``mapInArrow``; at most 300 s): a failover test's job cannot end before the test
     has crashed its TaskManager, however fast the first eleven months go. The test creates
-    ``gate`` after the crash, and the restored job runs to its end. While it holds, the file
-    ``<gate>.held`` exists."""
+    ``gate`` after the crash, and the restored job runs to its end. Once it holds, the file
+    ``<gate>.held`` holds the PID of the (Spark Python worker) process holding."""
     path = str(gate)
 
     def transform(frame: Any) -> Any:
@@ -182,7 +182,8 @@ def held_at_december(gate: Path) -> Callable[[Any], Any]:
 
             for batch in batches:
                 if batch.num_rows and pc.max(batch.column("month")).as_py() == 12:
-                    open(path + ".held", "w").close()
+                    with open(path + ".held", "w") as marker:  # holding now, in this process
+                        marker.write(str(_os.getpid()))
                     deadline = _time.monotonic() + 300
                     while not _os.path.exists(path) and _time.monotonic() < deadline:
                         _time.sleep(0.05)

@@ -66,6 +66,7 @@ def test_the_same_aggregates_decompose_as_classic_columns_do() -> None:
         lambda: CF.percentile_approx("x", 0.5).alias("p"),
         lambda: (CF.sum(CF.col("x")) + 1).alias("a"),
         lambda: CF.sum("*").alias("s"),
+        lambda: CF.sum(CF.col("x") * 2),  # unaliased: Spark names it, Millrace cannot
     ],
 )
 def test_others_are_buffered_and_keep_their_names(make) -> None:

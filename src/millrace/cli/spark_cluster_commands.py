@@ -150,6 +150,10 @@ def _directory(
 
 
 def _print_settings(console: Console, cluster: SparkStandaloneCluster) -> None:
+    if cluster.connect_url is not None:  # the server's application holds every core
+        console.print("Run Millrace's Spark sessions through its Spark Connect server with:")
+        console.print(f"  -D spark.remote={cluster.connect_url}", highlight=False, soft_wrap=True)
+        return
     console.print("Run Millrace's Spark sessions on it with:")
     console.print(
         f"  -D spark.master={cluster.master_url} -D spark.cores.max=1 "
@@ -157,6 +161,3 @@ def _print_settings(console: Console, cluster: SparkStandaloneCluster) -> None:
         highlight=False,
         soft_wrap=True,
     )
-    if cluster.connect_url is not None:
-        console.print("or through its Spark Connect server (no JVM in Millrace's processes):")
-        console.print(f"  -D spark.remote={cluster.connect_url}", highlight=False, soft_wrap=True)

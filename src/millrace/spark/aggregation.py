@@ -182,7 +182,12 @@ def _decompose_connect(column: Column) -> AggregateCall | None:
     """:func:`_decompose` of a Spark Connect column, read from its Expression message."""
     from pyspark.sql.connect.column import Column as ConnectColumn
 
-    from millrace.spark.connect_columns import ShippedExpression, expression_of, proto_name
+    from millrace.spark.connect_columns import (
+        ShippedExpression,
+        expression_of,
+        is_simple,
+        proto_name,
+    )
 
     try:
         expression = expression_of(column)
@@ -204,6 +209,8 @@ def _decompose_connect(column: Column) -> AggregateCall | None:
         ):
             return None
         [argument_message] = call.arguments
+        if name is None and not is_simple(argument_message):
+            return None  # its output name is Spark's to give: buffer instead
         argument: Column | None
         if argument_message.WhichOneof("expr_type") == "unresolved_star":
             if function != "count":
@@ -236,7 +243,10 @@ def _output_name(column: Column) -> str:
     if _is_connect(column):
         from millrace.spark.connect_columns import expression_of, proto_name
 
-        return proto_name(expression_of(column))
+        try:
+            return proto_name(expression_of(column))
+        except Exception:
+            return str(column)
     try:
         node = _java_column(column).node()
         if node.getClass().getSimpleName() == "Alias":

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "ShippedExpression",
     "expression_of",
+    "is_simple",
     "load_connect_column",
     "proto_name",
     "reduce_connect_column",
@@ -25,11 +26,12 @@ __all__ = [
 
 
 def _client() -> Any:
-    """The active Connect session's client, or None (only a UDF with a DDL output type needs
-    one to become a message)."""
+    """The process's Connect session's client, or None (only a UDF whose output type is DDL
+    text needs one to become a message). The default session, not the active one: that is
+    per thread, and the session starts on a thread of its own."""
     from pyspark.sql.connect.session import SparkSession
 
-    session = SparkSession.getActiveSession()
+    session = SparkSession._get_default_session()
     return None if session is None else session.client
 
 
@@ -87,10 +89,21 @@ def load_connect_column(pyspark_version: str, message: bytes) -> Any:
     return Column(ShippedExpression(expression))
 
 
+def is_simple(expression: Any) -> bool:
+    """Whether :func:`proto_name` names ``expression`` as Spark does: a column reference, a
+    literal or ``*``."""
+    return expression.WhichOneof("expr_type") in (
+        "unresolved_attribute",
+        "literal",
+        "unresolved_star",
+    )
+
+
 def proto_name(expression: Any) -> str:
     """The output name Spark gives ``expression`` (a ``spark.connect.Expression``) for the
-    common shapes: an alias, a column reference, a literal, a function call (``count(*)`` is
-    ``count(1)``, as Spark names it)."""
+    common shapes: an alias, a column reference, a literal, a function call over those
+    (``count(*)`` is ``count(1)``, as Spark names it); other shapes get a readable name that
+    may differ from Spark's."""
     kind = expression.WhichOneof("expr_type")
     if kind == "alias":
         return ".".join(expression.alias.name)

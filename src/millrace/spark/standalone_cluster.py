@@ -25,7 +25,9 @@ application, so ``spark.cores.max`` decides how many cores each takes (issue 15)
 
 With ``connect_port`` a Spark Connect server runs too (what ``sbin/start-connect-server.sh``
 does: ``spark-submit`` of the ``SparkConnectServer`` class, here ``spark-class`` with
-``SparkSubmit``), one application of the cluster with every core it has; Millrace's processes
+``SparkSubmit``), one application of the cluster with every core it has (unless
+``connect_settings`` bound it), its jobs FAIR-scheduled in one FAIR pool and its sessions kept
+however long they idle; Millrace's processes
 then open Connect sessions at :attr:`SparkStandaloneCluster.connect_url` (``spark.remote``) and
 start no JVM of their own. Its Python workers run this interpreter (``spark.pyspark.python``), so
 the job's functions find the packages they import.
@@ -56,6 +58,11 @@ _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 _CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _STARTED = "Spark Connect server started at"  # its log line once its gRPC port is bound
+_FAIR_DEFAULT_POOL = """<?xml version="1.0"?>
+<allocations>
+  <pool name="default"><schedulingMode>FAIR</schedulingMode></pool>
+</allocations>
+"""  # jobs without a pool (every Connect session's) share the cores instead of queueing
 _POLL = 0.2  # seconds between two looks at the Master's state
 _LOG_TAIL_CHARS = 3000
 
@@ -119,6 +126,8 @@ class SparkStandaloneCluster:
     ) -> None:
         if workers < 1 or cores < 1:
             raise ValueError("a Spark standalone cluster needs at least one Worker and one core")
+        if connect_port is not None and not 0 < connect_port < 65536:
+            raise ValueError(f"connect_port must be a port (1-65535), not {connect_port}")
         self.directory = Path(directory).resolve()
         self.workers, self.cores, self.memory, self.host = workers, cores, memory, host
         self.port = port if port is not None else _free_port(host)
@@ -128,6 +137,7 @@ class SparkStandaloneCluster:
         self.connect_port = connect_port
         self.connect_settings = dict(connect_settings or {})
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # the processes started here
+        self._log_starts: dict[str, int] = {}  # each log's size when its process was spawned
 
     @classmethod
     def running_in(cls, directory: Path | str) -> SparkStandaloneCluster | None:
@@ -299,13 +309,18 @@ class SparkStandaloneCluster:
 
     def _start_connect_server(self, port: int) -> None:
         """Submit the Spark Connect server to the cluster and wait for its gRPC port."""
+        pools = self.directory / "fairscheduler.xml"  # FAIR among the sessions' jobs
+        pools.write_text(_FAIR_DEFAULT_POOL)
         settings = {
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(port),
             "spark.driver.host": self.host,
             "spark.driver.bindAddress": self.host,
             "spark.pyspark.python": sys.executable,
-            "spark.scheduler.mode": "FAIR",  # the sessions' jobs share the cores
+            "spark.scheduler.mode": "FAIR",
+            "spark.scheduler.allocation.file": str(pools),
+            # a TaskManager idle for hours keeps its session (Spark's default drops it)
+            "spark.connect.session.manager.defaultSessionTimeout": "-1",
             "spark.ui.enabled": "false",
             "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
             "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
@@ -320,15 +335,25 @@ class SparkStandaloneCluster:
             ["--name", "Spark Connect server", "spark-internal"],
         )
         deadline = time.monotonic() + self.start_timeout
-        # the server's own word, not only an accepting port: another process may hold it
-        while not (_STARTED in self.log_tail("connect", 1 << 20) and _accepts(self.host, port)):
+        # the server's own word in this start's part of the log, not only an accepting port:
+        # another process may hold it
+        while not (_STARTED in self._new_log("connect") and _accepts(self.host, port)):
             child = self._children["connect"]
             if child.poll() is not None:
-                cause = _first_exception(self.log_tail("connect", 1 << 20))
+                cause = _first_exception(self._new_log("connect"))
                 raise self._error(f"connect exited with {child.returncode}{cause}", "connect")
             if time.monotonic() > deadline:
                 raise self._error(f"no Connect server within {self.start_timeout:g} s", "connect")
             time.sleep(_POLL)
+
+    def _new_log(self, process: str) -> str:
+        """What ``process`` logged since it was last spawned (the log is appended to)."""
+        try:
+            with open(self.directory / f"{process}.log", "rb") as log:
+                log.seek(self._log_starts.get(process, 0))
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def _spawn(self, name: str, main_class: str, args: list[str], more: list[str]) -> None:
         home = spark_home()
@@ -344,6 +369,7 @@ class SparkStandaloneCluster:
         }
         command = [*self.prefix, str(home / "bin" / "spark-class"), main_class, *args, *more]
         with open(self.directory / f"{name}.log", "ab") as log:
+            self._log_starts[name] = log.tell()
             log.write(f"--- millrace: starting {' '.join(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(
