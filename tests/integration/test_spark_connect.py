@@ -239,6 +239,47 @@ def test_a_taskmanager_killed_mid_stream_through_spark_connect_loses_no_row(
         )
 
 
+def test_the_connect_server_killed_and_restarted_mid_stream_loses_no_row(
+    flights_dir, tmp_path, cluster, spark_connect
+) -> None:
+    """kill -9 of the Connect server mid-stream (STREAMING, checkpoints every second) and a new
+    one on its port: the TaskManagers' sessions are gone with it; their tasks fail, each
+    TaskManager opens a new session, and the job restarts from its latest checkpoint and
+    equals pandas."""
+    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
+    script.write_text(HELD_JOB)
+    streaming = {
+        "execution.runtime-mode": "STREAMING",
+        "execution.checkpointing.interval": "1 s",
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": "5",
+        "restart-strategy.fixed-delay.delay": "1 s",
+    }
+    client = run_client(cluster, script, ROOT, flights_dir, out, gate, extra=streaming)
+    cluster.wait_until(
+        lambda: [j for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"],
+        what="the job running",
+    )
+    [job] = [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
+    held = Path(f"{gate}.held")
+    cluster.wait_until(
+        lambda: (
+            cluster.rest(f"/jobs/{job}/checkpoints")["counts"]["completed"] >= 1 or held.exists()
+        ),
+        what="a checkpoint, or December held",
+    )
+    spark_connect.kill_connect_server()
+    spark_connect.start_connect_server()
+    gate.touch()  # December may go on
+    cluster.wait_until(lambda: client.process.poll() is not None, what="millrace run exiting")
+
+    assert client.process.returncode == 0, client.output()[-5000:]
+    assert " restarts)" in client.output(), "the job did not restart"
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    logs = "".join(p.output() for p in cluster.processes if p.kind == "taskmanager")
+    assert "the Spark Connect session is gone" in logs
+
+
 def worker_of(spark_cluster: SparkStandaloneCluster, pid: int) -> int:
     """The Spark worker whose executor runs process ``pid`` (a Python worker of it, in a
     process group of its own): the first ancestor in a worker's process group."""

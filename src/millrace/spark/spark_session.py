@@ -118,7 +118,9 @@ def _connect_session(configuration: Configuration, remote: str) -> Any:
     builder = SparkSession.builder.remote(remote)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    # a new session each time (the process's default from then on): one replacing a session
+    # its server no longer knows must not be handed that session again
+    return builder.create()
 
 
 def is_spark_connect(spark: Any) -> bool:

@@ -5,11 +5,17 @@ One SparkSession per TaskManager process, started in the background
 its Spark jobs in a job group named by its attempt id (``spark/stream_task.py``), so cancelling
 a task cancels that group; on Spark Connect (``spark.remote``) the task's operations carry its
 attempt id as a tag, and cancelling interrupts the tag.
+
+A Connect session lives on its server: a server that restarted no longer knows it, and every
+call of it fails (``NO_ACTIVE_SESSION``, ``INVALID_HANDLE.SESSION_...``) while the server is
+fine. A task failing so marks the session gone; the next deployment (the job's restart) gets a
+new session, and the old one is released.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -20,6 +26,8 @@ from millrace.spark.spark_session import BackgroundSparkSession, is_spark_connec
 __all__ = ["SparkTaskRuntime"]
 
 logger = logging.getLogger(__name__)
+
+_SESSION_GONE = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION")  # Spark's error conditions
 
 
 class SparkTaskRuntime:
@@ -33,7 +41,7 @@ class SparkTaskRuntime:
         warm_up: Run one small job before ``started`` completes (a TaskManager process).
 
     Threading:
-        Any thread.
+        Any thread (a lock guards replacing a session that is gone).
     """
 
     def __init__(
@@ -44,7 +52,14 @@ class SparkTaskRuntime:
         factory: Callable[[Configuration], Any] | None = None,
         warm_up: bool = False,
     ) -> None:
-        self._session = BackgroundSparkSession(
+        self._arguments = (configuration, app_name, given, factory, warm_up)
+        self._session = self._new_session()
+        self._lock = threading.Lock()
+        self._gone: Any = None  # the Connect session a task found gone, until replaced
+
+    def _new_session(self) -> BackgroundSparkSession:
+        configuration, app_name, given, factory, warm_up = self._arguments
+        return BackgroundSparkSession(
             configuration, app_name=app_name, given=given, factory=factory, warm_up=warm_up
         )
 
@@ -53,7 +68,29 @@ class SparkTaskRuntime:
 
     @property
     def started(self) -> Future[Any]:
-        return self._session.started
+        """The session's future; a new session's once a task found the current one gone."""
+        with self._lock:
+            current = self._session
+            gone, self._gone = self._gone, None
+            if gone is not None and _is(current, gone) and self._arguments[2] is None:
+                logger.warning(
+                    "the Spark Connect session is gone (its server restarted?); opening a new one"
+                )
+                self._session = self._new_session()
+                self._session.start()
+                threading.Thread(target=current.stop, name="spark-release", daemon=True).start()
+            return self._session.started
+
+    def task_failed(self, error: BaseException) -> None:
+        """Mark the Connect session gone if ``error`` (or its causes) says the server does not
+        know it; the next :attr:`started` replaces it."""
+        started = self._session.started
+        if not started.done() or started.exception() is not None:
+            return
+        spark = started.result()
+        if is_spark_connect(spark) and _says_session_gone(error):
+            with self._lock:
+                self._gone = spark
 
     def get(self) -> Any:
         """The SparkSession; blocks until it started. Raises what starting raised."""
@@ -74,3 +111,17 @@ class SparkTaskRuntime:
 
     def stop(self) -> None:
         self._session.stop()
+
+
+def _is(session: BackgroundSparkSession, spark: Any) -> bool:
+    started = session.started
+    return started.done() and started.exception() is None and started.result() is spark
+
+
+def _says_session_gone(error: BaseException | None) -> bool:
+    """Whether ``error`` or an exception it was raised from names a Connect session gone."""
+    while error is not None:
+        if any(condition in str(error) for condition in _SESSION_GONE):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

@@ -205,7 +205,7 @@ class SparkStandaloneCluster:
             for index in range(self.workers):
                 self.start_worker(index)
             if self.connect_port is not None:
-                self._start_connect_server(self.connect_port)
+                self.start_connect_server()
             (self.directory / "cluster.json").write_text(
                 json.dumps({**state, "workers": self.workers, "connect_port": self.connect_port})
             )
@@ -244,6 +244,27 @@ class SparkStandaloneCluster:
             LocalServerError: If they still run 10 s after SIGKILL.
         """
         self._stop(f"worker-{index}", signal.SIGKILL, 10.0)
+
+    def kill_connect_server(self) -> None:
+        """SIGKILL the Connect server (its process group); the master then ends its application
+        and the workers its executors.
+
+        Raises:
+            LocalServerError: If it still runs 10 s after SIGKILL.
+        """
+        self._stop("connect", signal.SIGKILL, 10.0)
+
+    def start_connect_server(self) -> None:
+        """Start the Connect server on ``connect_port`` (again, after
+        :meth:`kill_connect_server`) and wait until it listens.
+
+        Raises:
+            ValueError: If the cluster has no ``connect_port``.
+            LocalServerError: If it exits or does not listen within ``start_timeout``.
+        """
+        if self.connect_port is None:
+            raise ValueError("this cluster has no connect_port")
+        self._start_connect_server(self.connect_port)
 
     def executors(self, index: int) -> int:
         """How many executor JVMs (``CoarseGrainedExecutorBackend``) Worker ``index`` runs now:

@@ -36,5 +36,8 @@ class TestingTaskRuntime:
     def cancel_task_work(self, attempt_id: str) -> None:
         self.cancelled.append(attempt_id)
 
+    def task_failed(self, error: BaseException) -> None:
+        pass
+
     def stop(self) -> None:
         pass

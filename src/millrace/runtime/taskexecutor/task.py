@@ -63,6 +63,8 @@ class Task:
         report: Called on the task thread with (state, metrics, error) for every state change.
         cancel_work: Cancels the task's running data-plane work (its Spark jobs), again and
             again until the task thread ends (``TaskRuntime.cancel_task_work``).
+        failed: Told the error when the task fails (``TaskRuntime.task_failed``), on the task
+            thread before the FAILED report.
 
     Threading:
         ``start`` and ``cancel`` from the TaskExecutor's main thread; ``report`` runs on the
@@ -75,11 +77,13 @@ class Task:
         environment: TaskEnvironment,
         report: ReportFn,
         cancel_work: Callable[[], None] = lambda: None,
+        failed: Callable[[BaseException], None] = lambda error: None,
     ) -> None:
         self.tdd = tdd
         self.environment = environment
         self._report = report
         self._cancel_work = cancel_work
+        self._failed = failed
         self._invokable: AbstractInvokable | None = None
         self._thread = threading.Thread(target=self._run, name=tdd.task_name, daemon=True)
         self._canceler: threading.Thread | None = None
@@ -152,6 +156,10 @@ class Task:
                 self._set(ExecutionState.CANCELED)
             else:
                 logger.error("task %s failed:\n%s", self.tdd.task_name, traceback.format_exc())
+                try:
+                    self._failed(error)
+                except Exception:  # the data plane's bookkeeping must not hide the failure
+                    logger.exception("task %s: the data plane's failure hook", self.tdd.task_name)
                 self._set(ExecutionState.FAILED, root_cause(error))
 
 

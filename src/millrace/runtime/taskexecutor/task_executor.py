@@ -383,6 +383,7 @@ class TaskExecutor(PartitionFlowControl, RpcEndpoint, implements=(TaskExecutorGa
                 lambda: self._task_state_changed(tdd, state, metrics, error)
             ),
             cancel_work=functools.partial(self._task_runtime.cancel_task_work, tdd.attempt_id),
+            failed=self._task_runtime.task_failed,
         )
         self._tasks[tdd.attempt_id] = task
         self.metric_group.add_task(env.io_metrics)

@@ -3,9 +3,10 @@
 The runtime never imports Spark: the process that builds a TaskManager (the embedded cluster's
 creator, ``millrace taskmanager start``) injects a TaskRuntime, and the tasks' invokables, which
 live in ``millrace.spark``, use the session it started. The runtime only starts it, hands its
-session to the tasks, cancels a task's running data-plane work when the task is cancelled, and
-stops it. Spark's is ``millrace.spark.spark_task_runtime.SparkTaskRuntime``; tests without a
-data plane use ``millrace.testing.TestingTaskRuntime``.
+session to the tasks, cancels a task's running data-plane work when the task is cancelled, tells
+it why a task failed (so it can replace a session that is gone), and stops it. Spark's is
+``millrace.spark.spark_task_runtime.SparkTaskRuntime``; tests without a data plane use
+``millrace.testing.TestingTaskRuntime``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ class TaskRuntime(Protocol):
     def cancel_task_work(self, attempt_id: ExecutionAttemptId) -> None:
         """Cancel the running work of the task attempt ``attempt_id`` (its Spark jobs); a no-op
         when it runs none or the runtime is not started. Must not block for long."""
+        ...
+
+    def task_failed(self, error: BaseException) -> None:
+        """A task failed with ``error`` (on the task's thread; must not block for long): a data
+        plane whose session the error shows gone opens a new one for the next deployments."""
         ...
 
     def stop(self) -> None:
