@@ -11,6 +11,9 @@ With ``spark.remote=sc://HOST:PORT`` the session is a Spark Connect session inst
 this process, plans sent over gRPC to a Connect server (``millrace spark-cluster start
 --connect-port``). Only the runtime SQL settings above apply to it (UTC, no adaptive execution,
 the shuffle partitions, ``spark.sql.*`` keys); the server's own configuration holds the rest.
+PySpark then marks the whole process as a Connect one (``SPARK_CONNECT_MODE_ENABLED``, inherited
+by its children): ``pyspark.sql.functions`` build Connect columns, and no classic session can
+start in it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _JVM_EXIT_TIMEOUT = 20  # seconds Spark's JVM gets to exit after its gateway closed
+_CONNECT_RELEASE_TIMEOUT = 5  # seconds stopping waits for a Connect server to release a session
 
 _LOG4J = Path(__file__).with_name("log4j2.properties").as_uri()
 
@@ -131,12 +135,22 @@ def is_spark_connect(spark: Any) -> bool:
 def stop_spark_session(spark: Any) -> None:
     """Stop the session, close the JVM gateway and wait for the JVM PySpark launched to exit
     (killed after ``_JVM_EXIT_TIMEOUT`` s), so no JVM outlives the cluster. A Connect session
-    is released on its server and its channel closed."""
+    is released on its server and its channel closed, waited for at most
+    ``_CONNECT_RELEASE_TIMEOUT`` s (PySpark retries a call to a server that is down for minutes;
+    the server drops a session it still holds when its own timeout says)."""
     from pyspark import SparkContext
 
-    spark.stop()
     if is_spark_connect(spark):
+        release = threading.Thread(target=spark.stop, name="spark-connect-release", daemon=True)
+        release.start()
+        release.join(_CONNECT_RELEASE_TIMEOUT)
+        if release.is_alive():
+            logger.warning(
+                "the Spark Connect server did not release the session within %d s",
+                _CONNECT_RELEASE_TIMEOUT,
+            )
         return
+    spark.stop()
     gateway = SparkContext._gateway
     if gateway is None:
         return
