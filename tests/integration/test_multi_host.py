@@ -107,14 +107,7 @@ def cluster(
         host=address,
     )
     try:
-        started.start_jobmanager(
-            {
-                "jobmanager.rpc.address": address,
-                "jobmanager.bind-host": "0.0.0.0",
-                "rest.bind-address": address,
-            },
-            prefix=network.command("jobmanager", []),
-        )
+        start_jobmanager_on(started, network)
         for host in ("taskmanager-a", "taskmanager-b"):
             start_taskmanager_on(started, network, host)
         started.wait_for_taskmanagers(2)
@@ -142,20 +135,27 @@ def connect_cluster(
         host=address,
     )
     try:
-        started.start_jobmanager(
-            {
-                "jobmanager.rpc.address": address,
-                "jobmanager.bind-host": "0.0.0.0",
-                "rest.bind-address": address,
-            },
-            prefix=network.command("jobmanager", []),
-        )
+        start_jobmanager_on(started, network)
         for host in ("taskmanager-a", "taskmanager-b"):
             start_taskmanager_on(started, network, host)
         started.wait_for_taskmanagers(2)
         yield started
     finally:
         started.close()
+
+
+def start_jobmanager_on(cluster: StandaloneCluster, network: VirtualNetwork) -> None:
+    """The cluster's JobManager on the host ``jobmanager``: it binds every interface and
+    advertises the host's address (RPC and REST)."""
+    address = network.hosts["jobmanager"]
+    cluster.start_jobmanager(
+        {
+            "jobmanager.rpc.address": address,
+            "jobmanager.bind-host": "0.0.0.0",
+            "rest.bind-address": address,
+        },
+        prefix=network.command("jobmanager", []),
+    )
 
 
 def start_taskmanager_on(cluster: StandaloneCluster, network: VirtualNetwork, host: str) -> None:

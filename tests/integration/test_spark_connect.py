@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,69 @@ def test_a_job_built_with_a_local_spark_fails_on_connect_taskmanagers_with_the_f
     assert fix in result.root_cause, result.root_cause
 
 
+@dataclass
+class HeldJob:
+    """A held flight-delays job submitted by ``millrace run`` (``HELD_JOB``)."""
+
+    cluster: StandaloneCluster
+    client: ClusterProcess
+    job_id: str
+    gate: Path
+    out: Path
+
+    @property
+    def held(self) -> Path:
+        """Exists, with the holding process's PID, once a Spark job holds December."""
+        return Path(f"{self.gate}.held")
+
+    def checkpoints(self) -> int:
+        return int(self.cluster.rest(f"/jobs/{self.job_id}/checkpoints")["counts"]["completed"])
+
+    def await_checkpoint_or_hold(self) -> None:
+        """A checkpoint completed, or December held (no checkpoint passes a held source)."""
+        self.cluster.wait_until(
+            lambda: self.checkpoints() >= 1 or self.held.exists(),
+            what="a checkpoint, or December held",
+        )
+
+    def release(self) -> str:
+        """Let December go on, wait for ``millrace run`` to exit; its output."""
+        self.gate.touch()
+        self.cluster.wait_until(
+            lambda: self.client.process.poll() is not None, what="millrace run exiting"
+        )
+        return self.client.output()
+
+
+STREAMING = {
+    "execution.runtime-mode": "STREAMING",
+    "execution.checkpointing.interval": "1 s",
+    "restart-strategy.type": "fixed-delay",
+    "restart-strategy.fixed-delay.attempts": "5",
+    "restart-strategy.fixed-delay.delay": "500 ms",
+}
+
+
+def start_held_job(
+    cluster: StandaloneCluster,
+    tmp_path: Path,
+    flights_dir: Path,
+    extra: dict[str, str] | None = None,
+) -> HeldJob:
+    """``millrace run`` of ``HELD_JOB`` with ``extra`` settings, once its job runs."""
+    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
+    script.write_text(HELD_JOB)
+    client = run_client(cluster, script, ROOT, flights_dir, out, gate, extra=extra)
+
+    def running() -> list[str]:
+        assert client.process.poll() is None, f"millrace run exited:\n{client.output()[-3000:]}"
+        return [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
+
+    cluster.wait_until(running, what="the held job running")
+    [job_id] = running()
+    return HeldJob(cluster, client, job_id, gate, out)
+
+
 def test_cancelling_a_job_interrupts_its_spark_jobs_on_the_connect_server(
     flights_dir, tmp_path, cluster
 ) -> None:
@@ -171,67 +235,38 @@ def test_cancelling_a_job_interrupts_its_spark_jobs_on_the_connect_server(
     (up to 300 s): the task's tag is interrupted (``interruptTag``), its Spark job ends, and
     the job is CANCELED long before the hold would end (the wait's 120 s are shorter than the
     hold: without the interrupt the test fails), its slots free again."""
-    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
-    script.write_text(HELD_JOB)
-    client = run_client(cluster, script, ROOT, flights_dir, out, gate)
-    held = Path(f"{gate}.held")
-    cluster.wait_until(held.exists, what="a Spark job holding December")
-    [job] = [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
+    held = start_held_job(cluster, tmp_path, flights_dir)
+    cluster.wait_until(held.held.exists, what="a Spark job holding December")
     cancelled_at = time.monotonic()
     with cluster.remote() as remote:
-        remote.job_client.cancel_job(job).result(WAIT)
-    cluster.wait_until(lambda: cluster.job(job).get("state") == "CANCELED", what="CANCELED")
-    cancelled = time.monotonic() - cancelled_at
-    print(f"cancel through Spark Connect: CANCELED after {cancelled:.1f} s")
-    cluster.wait_until(lambda: client.process.poll() is not None, what="millrace run exiting")
-    assert client.process.returncode != 0 and "CANCELED" in client.output()
+        remote.job_client.cancel_job(held.job_id).result(WAIT)
+    cluster.wait_until(lambda: cluster.job(held.job_id).get("state") == "CANCELED", what="CANCELED")
+    print(f"cancel through Spark Connect: CANCELED after {time.monotonic() - cancelled_at:.1f} s")
+    cluster.wait_until(lambda: held.client.process.poll() is not None, what="millrace run exiting")
+    assert held.client.process.returncode != 0 and "CANCELED" in held.client.output()
     cluster.wait_until(
         lambda: all(tm["freeSlots"] == tm["slotsNumber"] for tm in cluster.taskmanagers()),
         what="every slot free again",
     )
-    assert not gate.exists()
 
 
 def test_a_taskmanager_killed_mid_stream_through_spark_connect_loses_no_row(
     flights_dir, tmp_path, cluster
 ) -> None:
     """STREAMING with checkpoints every second; kill -9 of a busy TaskManager once a checkpoint
-    completed (or December is held, which no checkpoint passes): the job restarts on the
-    other TaskManager's Connect session from its latest checkpoint and equals pandas."""
-    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
-    script.write_text(HELD_JOB)
-    streaming = {
-        "execution.runtime-mode": "STREAMING",
-        "execution.checkpointing.interval": "1 s",
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": "3",
-        "restart-strategy.fixed-delay.delay": "200 ms",
-    }
-    client = run_client(cluster, script, ROOT, flights_dir, out, gate, extra=streaming)
-    cluster.wait_until(
-        lambda: [j for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"],
-        what="the job running",
-    )
-    [job] = [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
-
-    def checkpointed() -> int:
-        return int(cluster.rest(f"/jobs/{job}/checkpoints")["counts"]["completed"])
-
-    held = Path(f"{gate}.held")
-    cluster.wait_until(
-        lambda: checkpointed() >= 1 or held.exists(), what="a checkpoint, or December held"
-    )
+    completed (or December is held): the job restarts on the other TaskManager's Connect
+    session from its latest checkpoint and equals pandas."""
+    held = start_held_job(cluster, tmp_path, flights_dir, STREAMING)
+    held.await_checkpoint_or_hold()
     [victim, *_] = [tm for tm in cluster.taskmanagers() if tm["freeSlots"] < tm["slotsNumber"]]
     os.killpg(cluster.pid_of(victim["id"]), signal.SIGKILL)
     try:
-        print(f"kill -9 of a Connect TaskManager after {checkpointed()} checkpoints")
-        gate.touch()  # December may go on
-        cluster.wait_until(lambda: client.process.poll() is not None, what="millrace run exiting")
-
-        assert client.process.returncode == 0, client.output()[-5000:]
-        assert " restarts)" in client.output(), "the job did not restart after the kill"
-        assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
-        assert cluster.job(job)["state"] == "FINISHED"
+        print(f"kill -9 of a Connect TaskManager after {held.checkpoints()} checkpoints")
+        output = held.release()
+        assert held.client.process.returncode == 0, output[-5000:]
+        assert " restarts)" in output, "the job did not restart after the kill"
+        assert_same_result(read_output(held.out), expected_flight_delays(read_flights(flights_dir)))
+        assert cluster.job(held.job_id)["state"] == "FINISHED"
     finally:
         cluster.start_taskmanager(slots=2)  # the module's cluster whole again
         cluster.wait_until(
@@ -246,36 +281,15 @@ def test_the_connect_server_killed_and_restarted_mid_stream_loses_no_row(
     one on its port: the TaskManagers' sessions are gone with it; their tasks fail, each
     TaskManager opens a new session, and the job restarts from its latest checkpoint and
     equals pandas."""
-    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
-    script.write_text(HELD_JOB)
-    streaming = {
-        "execution.runtime-mode": "STREAMING",
-        "execution.checkpointing.interval": "1 s",
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": "5",
-        "restart-strategy.fixed-delay.delay": "1 s",
-    }
-    client = run_client(cluster, script, ROOT, flights_dir, out, gate, extra=streaming)
-    cluster.wait_until(
-        lambda: [j for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"],
-        what="the job running",
-    )
-    [job] = [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
-    held = Path(f"{gate}.held")
-    cluster.wait_until(
-        lambda: (
-            cluster.rest(f"/jobs/{job}/checkpoints")["counts"]["completed"] >= 1 or held.exists()
-        ),
-        what="a checkpoint, or December held",
-    )
+    held = start_held_job(cluster, tmp_path, flights_dir, STREAMING)
+    held.await_checkpoint_or_hold()
     spark_connect.kill_connect_server()
     spark_connect.start_connect_server()
-    gate.touch()  # December may go on
-    cluster.wait_until(lambda: client.process.poll() is not None, what="millrace run exiting")
+    output = held.release()
 
-    assert client.process.returncode == 0, client.output()[-5000:]
-    assert " restarts)" in client.output(), "the job did not restart"
-    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    assert held.client.process.returncode == 0, output[-5000:]
+    assert " restarts)" in output, "the job did not restart"
+    assert_same_result(read_output(held.out), expected_flight_delays(read_flights(flights_dir)))
     logs = "".join(p.output() for p in cluster.processes if p.kind == "taskmanager")
     assert "the Spark Connect session is gone" in logs
 
@@ -300,23 +314,14 @@ def test_a_spark_worker_killed_mid_job_through_spark_connect_loses_no_row(
     """kill -9 of the Spark worker (with its executor) whose executor runs the task holding
     December: Spark runs that task again on the other worker's executor; the job goes on
     without a restart and equals pandas."""
-    script, out, gate = tmp_path / "job.py", tmp_path / "out", tmp_path / "december"
-    script.write_text(HELD_JOB)
-    client = run_client(cluster, script, ROOT, flights_dir, out, gate)
-    cluster.wait_until(
-        lambda: [j["id"] for j in cluster.rest("/jobs")["jobs"] if j["status"] == "RUNNING"],
-        what="the held job running",
-    )
-    held = Path(f"{gate}.held")
-    cluster.wait_until(lambda: held.exists() and held.read_text(), what="December held")
-    victim = worker_of(spark_connect, int(held.read_text()))
+    held = start_held_job(cluster, tmp_path, flights_dir)
+    cluster.wait_until(lambda: held.held.exists() and held.held.read_text(), what="December held")
+    victim = worker_of(spark_connect, int(held.held.read_text()))
     spark_connect.kill_worker(victim)  # the worker and the executor holding: kill -9
-    assert client.process.poll() is None, "the job ended before the kill"
-    gate.touch()  # December may go on
-    cluster.wait_until(lambda: client.process.poll() is not None, what="millrace run exiting")
+    output = held.release()
 
-    assert client.process.returncode == 0, client.output()[-5000:]
-    assert "restarts)" not in client.output(), "Spark's retry should have hidden the loss"
-    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    assert held.client.process.returncode == 0, output[-5000:]
+    assert "restarts)" not in output, "Spark's retry should have hidden the loss"
+    assert_same_result(read_output(held.out), expected_flight_delays(read_flights(flights_dir)))
     survivor = 1 - victim
     assert spark_connect.executors(survivor) >= 1, "the Connect server lost every executor"
