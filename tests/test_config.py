@@ -34,6 +34,8 @@ def test_defaults_follow_current_flink() -> None:
         ("taskmanager.numberOfTaskSlots", "0", ">= 1"),
         ("parallelism.default", "two", "int"),
         ("spark.remote", "http://127.0.0.1:15002", "sc://HOST:PORT"),
+        ("io.exchange.dir", "nosuch://bucket/jobs", "installed fsspec protocol"),
+        ("io.exchange.dir", "", "a directory or a URL"),
     ],
 )
 def test_invalid_value_names_key_value_and_allowed(key, value, allowed) -> None:

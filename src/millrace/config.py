@@ -155,7 +155,8 @@ class ConfigOption(Generic[T]):
     Args:
         key: Dotted key, e.g. ``rpc.ask-timeout``.
         kind: One of ``duration`` (float s), ``size`` (int bytes), ``int``, ``float``,
-            ``bool``, ``str``, ``enum`` (a member of the default's Enum).
+            ``bool``, ``str``, ``enum`` (a member of the default's Enum), ``url`` (a directory,
+            made absolute, or a URL of an installed fsspec protocol).
         default: Default value (already parsed), or a callable of the Configuration for
             derived defaults (e.g. heartbeat.interval = ask timeout / 10, seed 000).
         description: What the key controls, shown by ``millrace config``.
@@ -202,6 +203,8 @@ class ConfigOption(Generic[T]):
                 value = raw if isinstance(raw, enum_type) else enum_type(str(raw))
             except ValueError:
                 raise ConfigError(key, raw, "one of " + ", ".join(self.choices or ())) from None
+        elif self.kind == "url":
+            value = _parse_url(raw, key)
         else:
             value = str(raw)
             if self.choices is not None and value not in self.choices:
@@ -214,6 +217,24 @@ class ConfigOption(Generic[T]):
         if self.maximum is not None and value > self.maximum:
             raise ConfigError(key, raw, f"a value <= {self.maximum:g}")
         return value
+
+
+def _parse_url(raw: object, key: str) -> str:
+    """A directory (made absolute) or a URL whose fsspec protocol is installed."""
+    import fsspec
+
+    text = str(raw).strip()
+    allowed = "a directory or a URL of an installed fsspec protocol (file://, s3a://, ...)"
+    if not text:
+        raise ConfigError(key, raw, allowed)
+    if "://" not in text:
+        return str(Path(text).resolve())
+    protocol = text.split("://", 1)[0]
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except (ValueError, ImportError) as error:
+        raise ConfigError(key, raw, f"{allowed}; {protocol}: {error}") from None
+    return text
 
 
 Default: TypeAlias = T | Callable[["Configuration"], T]
@@ -246,6 +267,11 @@ def _bool(key: str, default: Default[bool], description: str) -> ConfigOption[bo
 
 def _str(key: str, default: Default[str], description: str, **kw: Any) -> ConfigOption[str]:
     return ConfigOption(key, "str", default, description, **kw)
+
+
+def _url(key: str, default: Default[str], description: str) -> ConfigOption[str]:
+    """A directory (made absolute) or a URL of an installed fsspec protocol."""
+    return ConfigOption(key, "url", default, description)
 
 
 E = TypeVar("E", bound=enum.Enum)
@@ -446,6 +472,10 @@ class FailoverOptions:
     )
 
 
+def _derived_exchange_dir(conf: Configuration) -> str:
+    return str(Path(conf.get(ClusterOptions.TMP_DIR)).resolve() / "jobs")
+
+
 class ClusterOptions:
     """Cluster shape keys."""
 
@@ -467,7 +497,16 @@ class ClusterOptions:
     TMP_DIR = _str(
         "io.tmp.dirs",
         ".millrace",
-        "Working directory for the exchange store, state and pending files.",
+        "Working directory of the processes: logs, pending files, the cluster secret, and by "
+        "default the exchange store, checkpoints and savepoints.",
+    )
+    EXCHANGE_DIR = _url(
+        "io.exchange.dir",
+        _derived_exchange_dir,
+        "The exchange store: where subtasks write the bundles they hand each other and their "
+        "keyed state's live files (Parquet), a directory per job. A directory every host "
+        "mounts or any fsspec URL the Spark sessions can read as well (default "
+        "<io.tmp.dirs>/jobs). Every process of a cluster must name the same store.",
     )
 
 
@@ -1175,15 +1214,17 @@ class Configuration:
 
     def job_level(self) -> dict[str, object]:
         """The entries a job may set for itself: everything but the keys of processes
-        (``io.tmp.dirs``, ``jobmanager.*``, ``taskmanager.*``, ``rest.*``, ``security.*``,
-        ``minicluster.*``, ``spark.*``), which the cluster's own configuration decides."""
+        (``io.tmp.dirs``, ``io.exchange.dir``, ``jobmanager.*``, ``taskmanager.*``, ``rest.*``,
+        ``security.*``, ``minicluster.*``, ``spark.*``), which the cluster's own configuration
+        decides."""
         return {
             k: v
             for k, v in self._values.items()
-            if k != ClusterOptions.TMP_DIR.key and not k.startswith(_PROCESS_KEY_PREFIXES)
+            if k not in _PROCESS_KEYS and not k.startswith(_PROCESS_KEY_PREFIXES)
         }
 
 
+_PROCESS_KEYS = (ClusterOptions.TMP_DIR.key, ClusterOptions.EXCHANGE_DIR.key)
 _PROCESS_KEY_PREFIXES = (
     "high-availability.",
     "jobmanager.",

@@ -116,3 +116,45 @@ def test_overwrite_replaces_the_previous_output(spark, flights_dir, tmp_path, ex
         env.execute("flight-delays")
     assert_same_result(read_output(out), expected)
     shutil.rmtree(out)
+
+
+@pytest.mark.parametrize("mode", ["STREAMING", "BATCH"])
+def test_an_exchange_store_named_by_url_holds_the_files_and_is_emptied_at_the_end(
+    spark, flights_dir, tmp_path, expected, mode
+) -> None:
+    """``io.exchange.dir`` as a ``file://`` URL (issue 15: fsspec storage every host reaches):
+    the bundles are written there (the window's live state files go the same way), none under
+    ``<io.tmp.dirs>/jobs``, and the job's directory is removed when it ends."""
+    store = tmp_path / "store"
+    conf = Configuration(
+        {
+            "parallelism.default": 2,
+            "execution.runtime-mode": mode,
+            "io.tmp.dirs": str(tmp_path / "tmp"),
+            "io.exchange.dir": f"file://{store}",
+            "pipeline.side-output.dir": str(tmp_path / "side"),
+        }
+    )
+    env = StreamExecutionEnvironment(conf, spark)
+    flight_delays.build(env, str(flights_dir), str(tmp_path / "out"))
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def watch() -> None:  # until the job ends (the main thread sets done)
+        while not done.wait(0.05):
+            for root in (store, tmp_path / "tmp" / "jobs"):
+                seen.update(str(p.relative_to(tmp_path)) for p in root.glob("*/*/*/*/*.parquet"))
+
+    watcher = threading.Thread(target=watch, name="store-watcher", daemon=True)
+    watcher.start()
+    try:
+        env.execute("flight-delays")
+    finally:
+        done.set()
+        watcher.join(timeout=10)
+
+    assert_same_result(read_output(tmp_path / "out"), expected)
+    kinds = {p.split("/")[2] for p in seen if p.startswith("store/")}
+    assert "exchange" in kinds, sorted(seen)[:10]
+    assert not [p for p in seen if not p.startswith("store/")], "files outside the store"
+    assert list(store.iterdir()) == [], "the job's directory outlived the job"

@@ -5,9 +5,9 @@ Millrace process binds every interface of its host (``jobmanager.bind-host`` /
 ``taskmanager.bind-host`` = 0.0.0.0) and advertises its host's address
 (``jobmanager.rpc.address``, ``taskmanager.host``); each TaskManager's SparkSession is an
 application of the Spark master, its driver reached by the executors at the TaskManager's
-address (``spark.driver.host``); the exchange store and the output are a directory every host
-shares. The flight-delays output equals pandas row for row,
-failure-free, with a TaskManager's host cut off from the network (its link down at the switch)
+address (``spark.driver.host``); the exchange store (``io.exchange.dir``, a ``file://`` URL)
+and the output are directories every host shares. The flight-delays output equals pandas row for
+row, failure-free, with a TaskManager's host cut off from the network (its link down at the switch)
 until the JobManager's heartbeat declares it dead, then restored, and with every process of a
 TaskManager host killed. And again through a Spark Connect server on the Spark host
 (``spark.remote``): a second JobManager and two TaskManagers on the same hosts, and a client,
@@ -89,6 +89,7 @@ def cluster(
     """The JobManager and two TaskManagers (2 slots each), one host each, their Spark on the
     Spark host."""
     address = network.hosts["jobmanager"]
+    shared = tmp_path_factory.mktemp("multi-host-shared")
     started = StandaloneCluster(
         tmp_path_factory.mktemp("multi-host"),
         {
@@ -102,6 +103,7 @@ def cluster(
             "execution.bundle.max-records": "30000",  # a month per Spark job: a longer job
             "spark.master": spark_cluster.master_url,
             "spark.cores.max": "1",
+            "io.exchange.dir": f"file://{shared}/exchange-store",
             "spark.executor.memory": "512m",
         },
         host=address,
@@ -124,9 +126,11 @@ def connect_cluster(
     Connect sessions at the Spark host's Connect server: no JVM of their own."""
     address = network.hosts["jobmanager"]
     assert spark_cluster.connect_url is not None
+    shared = tmp_path_factory.mktemp("multi-host-connect-shared")
     started = StandaloneCluster(
         tmp_path_factory.mktemp("multi-host-connect"),
         {
+            "io.exchange.dir": f"file://{shared}/exchange-store",
             "heartbeat.interval": "200 ms",
             "heartbeat.pause": "10 s",
             "rpc.ask-timeout": "30 s",

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from millrace.api.operators import WindowAggregateOperator
+from millrace.runtime.io import exchange_store
 from millrace.spark.windowing import WINDOW_START
 
 __all__ = ["arrow_firing_applies", "fire_in_arrow", "output_schema"]
@@ -142,11 +143,12 @@ def fire_in_arrow(
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     calls = op.plan.calls
     assert calls is not None  # arrow_firing_applies
-    table = pa.concat_tables([pq.read_table(p) for p in paths], promote_options="permissive")
+    table = pa.concat_tables(
+        [exchange_store.read_parquet(p) for p in paths], promote_options="permissive"
+    )
     if not _fits(table, op):
         return None
     size_us = op.window.size_ms * 1000

@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 
 from millrace.api.connector.source import WHOLE_INPUT, SourceBundle
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.partition_events import MAX_WATERMARK, EndOfPartition
 from millrace.spark.source_stream_task import SourceStreamTask
 
@@ -57,8 +58,11 @@ class BatchSourceTask(SourceStreamTask):
         self.report_clock(MAX_WATERMARK, force=True)
         if self.tdd.output_partition is not None:
             # the blocking partition in the exchange store, empty if no record went out
-            exchange = env.working_dir / "exchange" / self.tdd.vertex_id / self.tdd.attempt_id
-            exchange.mkdir(parents=True, exist_ok=True)
+            exchange_store.mark_partition(
+                exchange_store.partition_directory(
+                    env.working_dir, self.tdd.vertex_id, self.tdd.attempt_id
+                )
+            )
             env.broadcast(EndOfPartition())
 
     def _fetch_share(self) -> None:

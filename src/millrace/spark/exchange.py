@@ -2,14 +2,15 @@
 
 A producer collects a bundle's output as one Arrow table (one Spark job), splits it by the
 ``__target`` column with Arrow compute, and writes one file per consumer subtask under the
-job's working directory. Consumers receive file names, never records.
+job's directory in the exchange store (:mod:`~millrace.runtime.io.exchange_store`: a local
+directory or an fsspec URL). Consumers receive file names, never records.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.partition_events import DataBundle
 from millrace.spark.windowing import TARGET, WINDOW_END, WINDOW_START
 
@@ -17,33 +18,32 @@ __all__ = ["window_end_range_ms", "write_exchange_files", "write_rebalanced"]
 
 
 def write_exchange_files(
-    table: Any, directory: Path, prefix: str, num_targets: int, window_size_ms: int | None
+    table: Any, directory: str, prefix: str, num_targets: int, window_size_ms: int | None
 ) -> list[tuple[int, DataBundle]]:
-    """Write ``table`` (``pyarrow.Table`` with ``__target``) as one file per target subtask.
+    """Write ``table`` (``pyarrow.Table`` with ``__target``) as one file per target subtask
+    under ``directory`` (a path or URL of the exchange store).
 
     The bundles carry the range of their rows' window ends: ``__we`` where the rows have
     one (sessions), else ``__ws`` + ``window_size_ms``.
 
     Returns:
         ``(target, DataBundle)`` for every target that received rows.
+
+    Raises:
+        OSError: If the store cannot be written.
     """
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    directory.mkdir(parents=True, exist_ok=True)
     out = []
     targets = table.column(TARGET)
     for target in range(num_targets):
         part = table.filter(pc.equal(targets, target)).drop_columns([TARGET])
         if part.num_rows == 0:
             continue
-        path = directory / f"{prefix}-to{target:03d}.parquet"
-        tmp = path.with_suffix(".tmp")
-        pq.write_table(part, tmp)
-        size = tmp.stat().st_size
-        tmp.replace(path)
+        path = exchange_store.join(directory, f"{prefix}-to{target:03d}.parquet")
+        size = exchange_store.write_parquet(part, path)
         low, high = window_end_range_ms(part, window_size_ms)
-        out.append((target, DataBundle(str(path), part.num_rows, low, high, size)))
+        out.append((target, DataBundle(path, part.num_rows, low, high, size)))
     return out
 
 
@@ -78,18 +78,14 @@ def write_rebalanced(table: Any, environment: Any, sequence: int) -> int:
     Returns:
         The number of rows written (nothing is written or emitted for an empty table).
     """
-    import pyarrow.parquet as pq
-
     if table.num_rows == 0:
         return 0
     tdd = environment.tdd
-    directory = environment.working_dir / "exchange" / tdd.vertex_id / tdd.attempt_id
-    directory.mkdir(parents=True, exist_ok=True)
     target = tdd.subtask_index % tdd.num_subpartitions
-    path = directory / f"{tdd.subtask_index:03d}-{sequence:06d}-to{target:03d}.parquet"
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(table, tmp)
-    size = tmp.stat().st_size
-    tmp.replace(path)
-    environment.emit(target, DataBundle(str(path), table.num_rows, size_bytes=size))
+    path = exchange_store.join(
+        exchange_store.partition_directory(environment.working_dir, tdd.vertex_id, tdd.attempt_id),
+        f"{tdd.subtask_index:03d}-{sequence:06d}-to{target:03d}.parquet",
+    )
+    size = exchange_store.write_parquet(table, path)
+    environment.emit(target, DataBundle(path, table.num_rows, size_bytes=size))
     return int(table.num_rows)

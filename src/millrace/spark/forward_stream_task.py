@@ -16,6 +16,7 @@ import logging
 from millrace.config import ExecutionOptions
 from millrace.errors import CheckpointDeclinedError, PipelineError, TaskCancelledError
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.partition_events import CheckpointBarrier, DataBundle
 from millrace.spark.input_schemas import InputSchemas
 from millrace.spark.keyed_state_files import remove_file
@@ -64,11 +65,9 @@ class ForwardStreamTask(SparkStreamTask):
         Threading:
             The task thread.
         """
-        import pyarrow.parquet as pq
-
         env = self.environment
         schemas.check(channel, path)
-        table = pq.read_table(path)
+        table = exchange_store.read_parquet(path)
         env.metrics.records_in += table.num_rows
         rows = int(self.write_sinks(table, sequence))
         remove_file(path)  # staged in the sinks; a restore replays from the sources

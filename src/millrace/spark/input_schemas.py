@@ -14,6 +14,7 @@ from typing import Any
 
 from millrace.errors import PipelineError
 from millrace.runtime.deployment import InputChannelDescriptor
+from millrace.runtime.io import exchange_store
 
 __all__ = ["InputSchemas", "describe_schema"]
 
@@ -47,12 +48,10 @@ class InputSchemas:
         Raises:
             PipelineError: If its columns or their types differ from the input's first file.
         """
-        import pyarrow.parquet as pq
-
         if channel in self._checked or channel < 0:
             return
         self._checked.add(channel)
-        schema = pq.read_schema(path).remove_metadata()
+        schema = exchange_store.parquet_schema(path).remove_metadata()
         input_index = self._inputs[channel]
         reference = self.schemas.setdefault(input_index, schema)
         same = [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in reference]

@@ -1,7 +1,8 @@
-"""Keyed state as Parquet files: local state files, checkpoint snapshots, restore by key group.
+"""Keyed state as Parquet files: live state files, checkpoint snapshots, restore by key group.
 
 A keyed task (a window, a running aggregate) keeps its state as Parquet files of rows that
-carry their key group (``__kg``). A snapshot concatenates the live rows into one file under the
+carry their key group (``__kg``), in the exchange store (Spark reads them when a window
+fires). A snapshot concatenates the live rows into one file under the
 checkpoint directory with pyarrow (no Spark job) and names its key-group range; a restored
 task takes the rows of its own key groups from every restored file, whatever parallelism wrote
 them, so a savepoint restores at another parallelism (Flink's key groups).
@@ -9,9 +10,7 @@ them, so a savepoint restores at another parallelism (Flink's key groups).
 
 from __future__ import annotations
 
-import contextlib
 import os
-from pathlib import Path
 from typing import Any
 
 from millrace.config import CheckpointingOptions
@@ -19,6 +18,7 @@ from millrace.runtime.checkpoint.checkpoint_storage import task_state_path
 from millrace.runtime.checkpoint.key_groups import KeyGroupRange
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
 from millrace.runtime.deployment import TaskDeploymentDescriptor
+from millrace.runtime.io import exchange_store
 from millrace.spark.windowing import KEY_GROUP
 
 __all__ = [
@@ -32,22 +32,26 @@ __all__ = [
 
 
 def concat_tables(paths: list[str]) -> Any:
-    """The rows of the Parquet files ``paths`` as one ``pyarrow.Table``, or None if none."""
+    """The rows of the Parquet files ``paths`` (of the exchange store) as one
+    ``pyarrow.Table``, or None if none."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     if not paths:
         return None
-    return pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
+    return pa.concat_tables(
+        [exchange_store.read_parquet(p) for p in paths], promote_options="default"
+    )
 
 
-def write_local(table: Any, directory: Path, name: str) -> Path:
-    """Write ``table`` (``pyarrow.Table``) as ``directory/name``; returns the path."""
-    import pyarrow.parquet as pq
+def write_local(table: Any, directory: str, name: str) -> str:
+    """Write ``table`` (``pyarrow.Table``) as ``directory/name`` in the exchange store;
+    returns its name there.
 
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    pq.write_table(table, path)
+    Raises:
+        OSError: If the store cannot be written.
+    """
+    path = exchange_store.join(directory, name)
+    exchange_store.write_parquet(table, path)
     return path
 
 
@@ -133,6 +137,5 @@ def read_key_groups(snapshot: TaskStateSnapshot, key_groups: KeyGroupRange) -> A
 
 
 def remove_file(path: str) -> None:
-    """Delete a local state or exchange file; one already gone is fine."""
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path)
+    """Delete a state or exchange file of the exchange store; one already gone is fine."""
+    exchange_store.remove_file(path)

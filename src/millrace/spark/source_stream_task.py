@@ -39,6 +39,7 @@ from millrace.api.operators import (
 from millrace.config import ExecutionOptions
 from millrace.errors import CheckpointDeclinedError, PipelineError
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
     CheckpointBarrier,
@@ -405,10 +406,10 @@ class SourceStreamTask(SparkStreamTask):
         exchange file per consumer, announced on its subpartition."""
         env = self.environment
         files = write_exchange_files(
-            # per attempt: a zombie of a failed attempt can never overwrite a file that a
-            # later attempt announced
             table,
-            env.working_dir / "exchange" / self.tdd.vertex_id / self.tdd.attempt_id,
+            exchange_store.partition_directory(
+                env.working_dir, self.tdd.vertex_id, self.tdd.attempt_id
+            ),
             f"{self.tdd.subtask_index:03d}-{sequence:06d}",
             self.tdd.num_subpartitions,
             window_size_ms,

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import astuple
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from millrace.api.operators import SinkOperator, TransformOperator
@@ -23,6 +22,7 @@ from millrace.config import ExecutionOptions, RpcOptions
 from millrace.errors import CheckpointDeclinedError, PipelineError, TaskCancelledError
 from millrace.runtime.checkpoint.key_groups import KeyGroupRange, key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.partition_events import CheckpointBarrier
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable, TaskEnvironment
 from millrace.spark.spark_session import is_spark_connect
@@ -180,9 +180,11 @@ class SparkStreamTask(AbstractInvokable):
         return key_group_range(tdd.max_parallelism, tdd.parallelism, tdd.subtask_index)
 
     @cached_property
-    def state_dir(self) -> Path:
-        """Local directory of this attempt's keyed state files."""
-        return self.environment.working_dir / "state" / self.tdd.vertex_id / self.tdd.attempt_id
+    def state_dir(self) -> str:
+        """Directory (path or URL) of this attempt's keyed state files in the exchange store."""
+        return exchange_store.join(
+            self.environment.working_dir, "state", self.tdd.vertex_id, self.tdd.attempt_id
+        )
 
     def acknowledge_keyed(
         self,

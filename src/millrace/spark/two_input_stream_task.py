@@ -250,10 +250,10 @@ class TwoInputStreamTask(SparkStreamTask):
     # State files -------------------------------------------------------------------------------
 
     def local_state_file(self, table: Any, side: int, name: str) -> DataBundle:
-        """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a local state file of ``side``."""
+        """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a live state file of ``side``."""
         path = write_local(table, self.state_dir, f"in{side}-{name}")
         low, high = window_end_range_ms(table, self.window_size_ms)
-        return DataBundle(str(path), table.num_rows, low, high)
+        return DataBundle(path, table.num_rows, low, high)
 
     def compact(self, side: int) -> None:
         """Merge the files of ``side`` into one, keeping their live rows (pyarrow, no Spark

@@ -37,6 +37,7 @@ from typing import Any
 from millrace.api.operators import WindowAggregateOperator
 from millrace.config import ExecutionOptions
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.partition_events import (
     MIN_WATERMARK,
     CheckpointBarrier,
@@ -237,10 +238,10 @@ class WindowStreamTask(SparkStreamTask):
         )
 
     def _local_state_file(self, table: Any, name: str) -> DataBundle:
-        """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a local state file."""
+        """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a live state file."""
         path = write_local(table, self.state_dir, name)
         low, high = window_end_range_ms(table, self._op.window.size_ms)
-        return DataBundle(str(path), table.num_rows, low, high)
+        return DataBundle(path, table.num_rows, low, high)
 
     # Checkpoints -------------------------------------------------------------------------------
 
@@ -268,14 +269,13 @@ class WindowStreamTask(SparkStreamTask):
         """The unfired rows of every pending file, as one ``pyarrow.Table`` (or None)."""
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         if not self._files:
             return None
         op = self._op
         tables = []
         for f in self._files:
-            table = pq.read_table(f.path)
+            table = exchange_store.read_parquet(f.path)
             if op.lateness_ms:  # rows that arrived since the last firing: a late firing is due
                 fresh = pa.array([f.path in self._fresh] * table.num_rows, pa.bool_())
                 table = table.append_column(FRESH, fresh)

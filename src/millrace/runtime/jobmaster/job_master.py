@@ -14,9 +14,7 @@ gateway method forwards to one of those on the main thread; the Scheduler calls 
 from __future__ import annotations
 
 import logging
-import shutil
 from concurrent.futures import Executor, Future
-from pathlib import Path
 
 from millrace.config import CheckpointingOptions, ClusterOptions, Configuration, HeartbeatOptions
 from millrace.errors import CheckpointError
@@ -33,6 +31,7 @@ from millrace.runtime.executiongraph import ExecutionGraph, JobStatus
 from millrace.runtime.executiongraph.archived_execution_graph import ExecutionGraphInfo
 from millrace.runtime.heartbeat import HeartbeatManager
 from millrace.runtime.highavailability.high_availability_services import LeaderServices
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.input_split import NextInputSplit
 from millrace.runtime.job_result import JobDetails, JobResult
 from millrace.runtime.jobgraph import JobGraph
@@ -100,9 +99,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
         self.result_future: Future[JobResult] = Future()
         self._configuration = configuration
         self._io = io_executor
-        self._working_dir = (
-            Path(configuration.get(ClusterOptions.TMP_DIR)).resolve() / "jobs" / job_graph.job_id
-        )
+        self._working_dir = exchange_store.job_directory(configuration, job_graph.job_id)
         self._main_thread = main_thread = EndpointMainThreadExecutor(self)
         self._heartbeats = HeartbeatManager(
             self.clock,
@@ -236,7 +233,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             return self._changes.retired(result)
         self._heartbeats.stop()
         self._slots.release_all(f"job {self.job_graph.job_id} ended")
-        self._io.submit(shutil.rmtree, self._working_dir, True)
+        self._io.submit(exchange_store.remove_tree, self._working_dir)
         if not self.result_future.done():
             self.result_future.set_result(result)
 

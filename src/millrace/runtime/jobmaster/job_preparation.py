@@ -11,10 +11,8 @@ checkpoint commits what that one owes; a fresh job initializes its sinks.
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from pathlib import Path
 
 from millrace.config import Configuration
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata, CheckpointStorage
@@ -23,6 +21,7 @@ from millrace.runtime.checkpoint.state_assignment import (
     StateAssignment,
     assign_state,
 )
+from millrace.runtime.io import exchange_store
 from millrace.runtime.jobgraph import JobGraph, OperatorKind
 from millrace.runtime.jobmaster.sink_committer import SinkCommitter, SinkKey
 from millrace.runtime.sink import Sink
@@ -120,7 +119,7 @@ class JobPreparer:
         configuration: Configuration,
         storage: CheckpointStorage,
         committer: SinkCommitter,
-        working_dir: Path,
+        working_dir: str,
         io_executor: Executor,
     ) -> None:
         self._job_graph = job_graph
@@ -145,7 +144,7 @@ class JobPreparer:
     def _prepare(
         self, restore_from: CheckpointMetadata | None, savepoint_path: str | None
     ) -> PreparedJob:
-        shutil.rmtree(self._working_dir, ignore_errors=True)
+        exchange_store.remove_tree(self._working_dir)
         prepared = prepare_job(
             self._job_graph, self._configuration, self._storage, restore_from, savepoint_path
         )

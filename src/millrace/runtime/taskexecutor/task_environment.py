@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from millrace.config import Configuration
@@ -54,7 +53,8 @@ class TaskEnvironment:
         tdd: The deployment descriptor.
         configuration: Job configuration.
         spark: The TaskManager's SparkSession, once started.
-        working_dir: The job's directory in the exchange store (created).
+        working_dir: The job's directory in the exchange store (a path or fsspec URL,
+            :mod:`~millrace.runtime.io.exchange_store`).
         request_split: Blocking call returning the next input split (sources).
         emit: ``emit(subpartition | None, event)`` appends to the output partition; None
             broadcasts to every subpartition.
@@ -79,7 +79,7 @@ class TaskEnvironment:
         tdd: TaskDeploymentDescriptor,
         configuration: Configuration,
         spark: Future[Any],
-        working_dir: Path,
+        working_dir: str,
         request_split: Callable[[], Future[NextInputSplit]],
         emit: Callable[[int | None, PartitionEvent], None],
         input_gate: InputGate | None,

@@ -38,6 +38,7 @@ from millrace.runtime.deployment import (
 from millrace.runtime.executiongraph import ExecutionState, IOMetrics
 from millrace.runtime.hardware_description import hardware, rss_bytes
 from millrace.runtime.highavailability.leader_retrieval import LeaderInformation
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.partition_events import PartitionEvent, PartitionEvents
 from millrace.runtime.io.result_partition import ResultPartition
 from millrace.runtime.jobmaster.job_master_gateway import JobMasterGateway
@@ -116,6 +117,7 @@ class TaskExecutor(PartitionFlowControl, RpcEndpoint, implements=(TaskExecutorGa
         self._slots = TaskSlotTable(configuration.get(ClusterOptions.NUM_TASK_SLOTS))
         self._poll_timeout = configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
         self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR)).resolve()
+        configuration.get(ClusterOptions.EXCHANGE_DIR)  # a bad store fails the start
         self._tasks: dict[ExecutionAttemptId, Task] = {}
         self.metric_group = TaskManagerMetricGroup(self.resource_id)  # its tasks' metrics
         self._partitions: dict[ResultPartitionId, ResultPartition] = {}
@@ -364,7 +366,7 @@ class TaskExecutor(PartitionFlowControl, RpcEndpoint, implements=(TaskExecutorGa
             tdd,
             configuration,
             self._task_runtime.started,
-            self._tmp_dir / "jobs" / tdd.job_id,
+            exchange_store.job_directory(self._configuration, tdd.job_id),
             request_split=lambda: request_next_input_split(job_master, tdd),
             emit=lambda sub, event: self.run_async(lambda: self._emit(tdd, sub, event)),
             input_gate=gate,
