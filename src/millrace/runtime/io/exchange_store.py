@@ -96,33 +96,21 @@ def read_parquet(path: str) -> Any:
     """
     import pyarrow.parquet as pq
 
-    fs, target = _filesystem(path)
-    if _is_local(fs):
-        return pq.read_table(target)
-    with fs.open(target, "rb") as f:
-        return pq.read_table(f)
+    return _read(path, pq.read_table)
 
 
 def parquet_rows(path: str) -> int:
     """The number of rows of the Parquet file ``path``, from its footer."""
     import pyarrow.parquet as pq
 
-    fs, target = _filesystem(path)
-    if _is_local(fs):
-        return int(pq.read_metadata(target).num_rows)
-    with fs.open(target, "rb") as f:
-        return int(pq.read_metadata(f).num_rows)
+    return int(_read(path, pq.read_metadata).num_rows)
 
 
 def parquet_schema(path: str) -> Any:
     """The ``pyarrow.Schema`` of the Parquet file ``path``, from its footer."""
     import pyarrow.parquet as pq
 
-    fs, target = _filesystem(path)
-    if _is_local(fs):
-        return pq.read_schema(target)
-    with fs.open(target, "rb") as f:
-        return pq.read_schema(f)
+    return _read(path, pq.read_schema)
 
 
 def mark_partition(directory: str) -> None:
@@ -168,6 +156,16 @@ def _filesystem(path: str) -> tuple[Any, str]:
 
     fs, target = fsspec.core.url_to_fs(path)
     return fs, str(target)
+
+
+def _read(path: str, read: Any) -> Any:
+    """``read`` (a pyarrow reader) of the file ``path``: by name in a local directory (pyarrow's
+    own file access), else through an fsspec file object."""
+    fs, target = _filesystem(path)
+    if _is_local(fs):
+        return read(target)
+    with fs.open(target, "rb") as f:
+        return read(f)
 
 
 def _is_local(fs: Any) -> bool:
