@@ -7,11 +7,13 @@ by process group, whatever state the test left it in (stopped, killed, running).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from millrace.cli.remote_cluster import RemoteCluster
 from millrace.config import Configuration
 from millrace.runtime.entrypoint.cluster_files import ClusterFiles
 from tests.integration.helpers import ROOT
+from tests.processes import descendants
 from tests.waiting import wait_until
 
 WAIT = 120.0
@@ -107,6 +110,19 @@ class StandaloneCluster:
         started = ClusterProcess(kind, process, log)
         self.processes.append(started)
         return started
+
+    @contextlib.contextmanager
+    def running(self, taskmanagers: int = 2, slots: int = 2) -> Iterator[StandaloneCluster]:
+        """A JobManager and ``taskmanagers`` TaskManagers of ``slots`` slots, all registered;
+        every process stopped on exit."""
+        try:
+            self.start_jobmanager()
+            for _ in range(taskmanagers):
+                self.start_taskmanager(slots=slots)
+            self.wait_for_taskmanagers(taskmanagers)
+            yield self
+        finally:
+            self.close()
 
     def start_jobmanager(
         self, extra: dict[str, str] | None = None, prefix: list[str] | None = None
@@ -219,3 +235,34 @@ def _wait_group_gone(pgid: int, timeout: float = 10.0) -> None:
             return
         assert time.monotonic() < deadline, f"process group {pgid} outlived SIGKILL"
         time.sleep(0.05)
+
+
+def run_client(
+    cluster: StandaloneCluster,
+    script: Path,
+    *args: object,
+    extra: dict[str, str] | None = None,
+) -> ClusterProcess:
+    """``millrace run SCRIPT ARGS --jobmanager ...`` with the cluster's settings and ``extra``."""
+    command = ["run", str(script), *map(str, args), "--jobmanager", cluster.jobmanager]
+    return cluster._start("client", command, extra)
+
+
+def watch_client(
+    cluster: StandaloneCluster, client: ClusterProcess, known: set[str]
+) -> tuple[float, set[str]]:
+    """Follow ``client`` until it exits: (seconds from its start until the JobManager listed a
+    job not in ``known``, every command line its process tree ran meanwhile)."""
+    started, submitted = time.monotonic(), None
+    commands: set[str] = set()
+
+    def done() -> bool:
+        nonlocal submitted
+        commands.update(descendants(client.pid).values())
+        if submitted is None and {job["id"] for job in cluster.rest("/jobs")["jobs"]} - known:
+            submitted = time.monotonic() - started
+        return client.process.poll() is not None
+
+    cluster.wait_until(done, what="millrace run exiting")
+    assert submitted is not None, client.output()[-3000:]
+    return submitted, commands

@@ -32,6 +32,8 @@ from tests.integration.standalone_cluster import (
     ClusterProcess,
     StandaloneCluster,
     free_port,
+    run_client,
+    watch_client,
 )
 from tests.processes import descendants
 from tests.spark_standalone import running_spark_standalone
@@ -69,7 +71,7 @@ def spark_connect(tmp_path_factory) -> Iterator[SparkStandaloneCluster]:
 def cluster(tmp_path_factory, spark_connect: SparkStandaloneCluster) -> Iterator[StandaloneCluster]:
     """A JobManager and two TaskManagers whose Spark sessions are Connect sessions."""
     assert spark_connect.connect_url is not None
-    started = StandaloneCluster(
+    connected = StandaloneCluster(
         tmp_path_factory.mktemp("millrace-cluster"),
         {
             "spark.remote": spark_connect.connect_url,
@@ -79,14 +81,8 @@ def cluster(tmp_path_factory, spark_connect: SparkStandaloneCluster) -> Iterator
             "execution.bundle.max-records": "30000",  # a month per Spark job: a longer job
         },
     )
-    try:
-        started.start_jobmanager()
-        for _ in range(2):
-            started.start_taskmanager(slots=2)
-        started.wait_for_taskmanagers(2)
+    with connected.running() as started:
         yield started
-    finally:
-        started.close()
 
 
 def java_processes(processes: list[ClusterProcess]) -> dict[int, str]:
@@ -96,37 +92,6 @@ def java_processes(processes: list[ClusterProcess]) -> dict[int, str]:
         tree = {process.pid: " ".join(map(str, process.process.args)), **descendants(process.pid)}
         found.update({pid: command for pid, command in tree.items() if "java" in command})
     return found
-
-
-def run_client(
-    cluster: StandaloneCluster,
-    script: Path,
-    *args: object,
-    extra: dict[str, str] | None = None,
-) -> ClusterProcess:
-    """``millrace run SCRIPT ARGS --jobmanager ...`` with the cluster's settings and ``extra``."""
-    command = ["run", str(script), *map(str, args), "--jobmanager", cluster.jobmanager]
-    return cluster._start("client", command, extra)
-
-
-def watch_client(
-    cluster: StandaloneCluster, client: ClusterProcess, known: set[str]
-) -> tuple[float, set[str]]:
-    """Follow ``client`` until it exits: (seconds from its start until the JobManager listed a
-    job not in ``known``, every command line its process tree ran meanwhile)."""
-    started, submitted = time.monotonic(), None
-    commands: set[str] = set()
-
-    def done() -> bool:
-        nonlocal submitted
-        commands.update(descendants(client.pid).values())
-        if submitted is None and {job["id"] for job in cluster.rest("/jobs")["jobs"]} - known:
-            submitted = time.monotonic() - started
-        return client.process.poll() is not None
-
-    cluster.wait_until(done, what="millrace run exiting")
-    assert submitted is not None, client.output()[-3000:]
-    return submitted, commands
 
 
 def test_flight_delays_through_spark_connect_equal_pandas_with_no_jvm_in_millrace(

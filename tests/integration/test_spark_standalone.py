@@ -41,7 +41,7 @@ def cluster(
 ) -> Iterator[StandaloneCluster]:
     """JobManager and two TaskManagers whose SparkSessions are applications of
     ``spark_standalone``, one core each."""
-    started = StandaloneCluster(
+    on_spark = StandaloneCluster(
         tmp_path_factory.mktemp("millrace-cluster"),
         {
             "spark.master": spark_standalone.master_url,
@@ -53,14 +53,8 @@ def cluster(
             "execution.bundle.max-records": "30000",  # a month per Spark job: a longer job
         },
     )
-    try:
-        started.start_jobmanager()
-        for _ in range(2):
-            started.start_taskmanager(slots=2)
-        started.wait_for_taskmanagers(2)
+    with on_spark.running() as started:
         yield started
-    finally:
-        started.close()
 
 
 def submit_flight_delays(spark, cluster: StandaloneCluster, flights_dir, out):

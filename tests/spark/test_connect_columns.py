@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyspark
 import pyspark.sql.connect.functions as CF
 import pytest
+from pyspark.sql.types import IntegerType, LongType
 
 import millrace.spark.column_serde  # noqa: F401  (registers the reducer of Spark columns)
 from millrace.runtime.jobgraph.user_code import deserialize_user_code, serialize_user_code
@@ -22,7 +23,8 @@ from millrace.spark.connect_columns import (
 @pytest.fixture(autouse=True)
 def connect_process(monkeypatch) -> None:
     """This process as a Connect one (what a remote session's builder sets): the suite's
-    classic SparkSession may run in it too, and a classic process refuses Connect columns."""
+    classic SparkSession may run in it too, and a classic process plans Connect columns as
+    classic ones."""
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
 
 
@@ -90,10 +92,52 @@ def _shipped(columns: tuple) -> tuple:
     return tuple(_ship(c) for c in columns)
 
 
+def _shapes(F) -> list:  # F: the functions module, classic or Connect
+    """The same columns built with ``F`` (``pyspark.sql.functions`` classic or Connect)."""
+    return [
+        ((F.col("delay") + 1) * F.lit(2)).alias("twice"),
+        F.when(F.col("delay") > 10, F.upper(F.col("carrier"))).otherwise("on time"),
+        F.col("delay").cast("double") / 3,
+        F.col("carrier").isin("UA", "AA"),
+        F.date_trunc("hour", F.col("at")).alias("hour"),
+        F.coalesce(F.col("missing"), F.lit(-1)),
+        F.expr("delay * 2 + length(carrier)").alias("sql_text"),
+        F.split(F.col("carrier"), "").getItem(0),
+        F.udf(lambda s: len(s) * 10, IntegerType())(F.col("carrier")),  # a Python UDF
+        F.pandas_udf(lambda d: d * 2, LongType())(F.col("delay").cast("long")),
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.spark
-def test_a_process_with_a_local_spark_session_refuses_them(spark, monkeypatch) -> None:
+def test_a_process_with_a_classic_session_plans_them_as_classic_columns(spark, monkeypatch) -> None:
+    """What a TaskManager of a local or spark.master data plane does with the columns of a
+    client without a JVM: each shipped Connect column selects exactly what the same column
+    built classically selects."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    messages = [expression_of(c).SerializeToString() for c in _shapes(CF)]
+    average = expression_of(CF.avg("delay").alias("a")).SerializeToString()
     monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
-    message = expression_of(CF.col("x")).SerializeToString()
-    with pytest.raises(RuntimeError, match=r"set the same spark\.remote on the client"):
-        load_connect_column(pyspark.__version__, message)
+    frame = spark.createDataFrame(
+        [(1, "UA", "2013-01-01 05:17:00", None), (30, "B6", "2013-01-01 06:42:00", 4)],
+        "delay int, carrier string, at string, missing int",
+    ).withColumn("at", F.to_timestamp("at"))
+    shipped = [load_connect_column(pyspark.__version__, m) for m in messages]
+    assert all(isinstance(c, ClassicColumn) for c in shipped)
+    classic = _shapes(F)
+    for connect_built, classic_built in zip(shipped, classic, strict=True):
+        assert frame.select(connect_built).collect() == frame.select(classic_built).collect()
+    grouped = frame.groupBy("carrier").agg(load_connect_column(pyspark.__version__, average))
+    assert sorted(grouped.collect()) == sorted(
+        frame.groupBy("carrier").agg(F.avg("delay").alias("a")).collect()
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_message_the_jvm_cannot_plan_fails_with_the_cause(spark, monkeypatch) -> None:
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
+    with pytest.raises(RuntimeError, match="cannot plan a Spark Connect column"):
+        load_connect_column(pyspark.__version__, b"\xff\xff\xff")

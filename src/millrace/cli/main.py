@@ -157,7 +157,10 @@ def _run_remote(
     jobmanager: str | None,
     detached: bool,
 ) -> tuple[int, float]:
-    """Build the jobs here (a local Spark builds the columns) and submit them to the cluster."""
+    """Build the jobs here and submit them to the cluster. The script's columns are built
+    without a JVM: through the cluster's Connect session (``spark.remote``), else as Spark
+    Connect expressions that need no session (the TaskManagers plan them in their own Spark,
+    ``millrace.spark.connect_planner``)."""
     from millrace.runtime.jobgraph.user_code import add_user_code_root
     from millrace.spark.spark_session import BackgroundSparkSession
 
@@ -171,15 +174,22 @@ def _run_remote(
         console.print(f"[red]no JobManager found:[/] {error}")
         raise typer.Exit(1) from None
     started = time.monotonic()
-    spark = BackgroundSparkSession(
-        conf.with_overrides({SparkOptions.MASTER.key: "local[1]"}), app_name="millrace-client"
-    )
+    spark: BackgroundSparkSession | None = None
+    session = None
     try:
-        with console.status("Starting Spark (to build the job's columns)..."):
-            spark.start()
-            session = spark.get()
-        spark_seconds = time.monotonic() - started
-        console.print(f"JobManager {address}; Spark {session.version} ({spark_seconds:.1f} s)")
+        if conf.get(SparkOptions.REMOTE):
+            spark = BackgroundSparkSession(conf, app_name="millrace-client")
+            with console.status("Opening the Spark Connect session..."):
+                spark.start()
+                session = spark.get()
+            spark_seconds = time.monotonic() - started
+            shown = f"Spark Connect {session.version} ({spark_seconds:.1f} s)"
+        else:
+            # pyspark.sql.functions build Connect columns in this process: no JVM here
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+            spark_seconds = 0.0
+            shown = "no local Spark: columns built as Spark Connect expressions"
+        console.print(f"JobManager {address}; {shown}")
         add_user_code_root(str(script.resolve().parent))
         executor = (
             DetachedExecutor(remote.job_client, console)
@@ -193,7 +203,8 @@ def _run_remote(
     finally:
         clear_context()
         remote.close()
-        spark.stop()
+        if spark is not None:
+            spark.stop()
     return code, spark_seconds
 
 

@@ -5,7 +5,10 @@ in a process whose session is remote, ``spark.remote``) is a Python expression t
 a protobuf ``spark.connect.Expression`` when a plan is sent. To ship one, the tree is turned into
 that message here and its bytes travel; the receiving process wraps the message back into a
 Column (:class:`ShippedExpression`), which Spark Connect sends as it came. No JVM is involved on
-either side, so the client of a Connect data plane starts none (issue 15).
+either side, so the client of a Connect data plane starts none (issue 15). A process with a
+classic SparkSession receives it as the classic Column its JVM plans from the message
+(``millrace.spark.connect_planner``): the client of any standalone cluster builds Connect
+columns, without a JVM.
 
 Aggregate decomposition (``millrace.spark.aggregation``) reads a Connect column through
 :func:`expression_of`, whichever side of the wire it is on.
@@ -60,11 +63,14 @@ def load_connect_column(pyspark_version: str, message: bytes) -> Any:
         message: The serialized ``spark.connect.Expression``.
 
     Returns:
-        ``pyspark.sql.connect.column.Column``.
+        ``pyspark.sql.connect.column.Column`` in a Connect process; in a process with a
+        classic SparkSession (a TaskManager of a local or ``spark.master`` data plane, fed by
+        a client without a JVM), the classic Column its JVM plans from the message
+        (:func:`millrace.spark.connect_planner.classic_column`).
 
     Raises:
         RuntimeError: If this process runs another PySpark version (the message's schema may
-            differ), or a classic SparkSession (which cannot run Connect's expressions).
+            differ), or its JVM cannot plan the message.
     """
     import pyspark
     from pyspark.sql.connect import proto
@@ -75,15 +81,14 @@ def load_connect_column(pyspark_version: str, message: bytes) -> Any:
             f"the column was built with PySpark {pyspark_version}, this process runs PySpark "
             f"{pyspark.__version__}; run the same version everywhere"
         )
-    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
     from pyspark.sql.utils import is_remote
 
-    if SparkContext._active_spark_context is not None and not is_remote():
-        raise RuntimeError(
-            "the job's columns were built by a Spark Connect client (spark.remote) but this "
-            "process runs a local SparkSession; set the same spark.remote on the client and "
-            "the cluster"
-        )
+    classic = SparkSession._instantiatedSession
+    if classic is not None and not is_remote():
+        from millrace.spark.connect_planner import classic_column
+
+        return classic_column(classic, message)
     expression = proto.Expression()
     expression.ParseFromString(message)
     return Column(ShippedExpression(expression))
