@@ -5,8 +5,10 @@ Millrace process binds every interface of its host (``jobmanager.bind-host`` /
 ``taskmanager.bind-host`` = 0.0.0.0) and advertises its host's address
 (``jobmanager.rpc.address``, ``taskmanager.host``); each TaskManager's SparkSession is an
 application of the Spark master, its driver reached by the executors at the TaskManager's
-address (``spark.driver.host``); the exchange store (``io.exchange.dir``, a ``file://`` URL)
-and the output are directories every host shares. The flight-delays output equals pandas row for
+address (``spark.driver.host``). Each TaskManager host has its own working directory
+(``io.tmp.dirs``: logs, cluster files, the copied secret); the exchange store
+(``io.exchange.dir``, a ``file://`` URL), the checkpoints and the output are directories every
+host shares. The flight-delays output equals pandas row for
 row, failure-free, with a TaskManager's host cut off from the network (its link down at the switch)
 until the JobManager's heartbeat declares it dead, then restored, and with every process of a
 TaskManager host killed. And again through a Spark Connect server on the Spark host
@@ -16,6 +18,7 @@ none of them with a JVM."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -24,6 +27,7 @@ import pytest
 
 from millrace import Configuration, StreamExecutionEnvironment
 from millrace.errors import LocalServerError
+from millrace.runtime.entrypoint.cluster_files import ClusterFiles
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.spark.standalone_cluster import SparkStandaloneCluster
 from tests.integration.helpers import (
@@ -104,6 +108,7 @@ def cluster(
             "spark.master": spark_cluster.master_url,
             "spark.cores.max": "1",
             "io.exchange.dir": f"file://{shared}/exchange-store",
+            "state.checkpoints.dir": f"file://{shared}/checkpoints",
             "spark.executor.memory": "512m",
         },
         host=address,
@@ -131,6 +136,7 @@ def connect_cluster(
         tmp_path_factory.mktemp("multi-host-connect"),
         {
             "io.exchange.dir": f"file://{shared}/exchange-store",
+            "state.checkpoints.dir": f"file://{shared}/checkpoints",
             "heartbeat.interval": "200 ms",
             "heartbeat.pause": "10 s",
             "rpc.ask-timeout": "30 s",
@@ -162,19 +168,43 @@ def start_jobmanager_on(cluster: StandaloneCluster, network: VirtualNetwork) -> 
     )
 
 
+def host_tmp(cluster: StandaloneCluster, host: str) -> str:
+    """The working directory (``io.tmp.dirs``) of ``host``'s TaskManager: its own."""
+    return str(cluster.work / host / "tmp")
+
+
 def start_taskmanager_on(cluster: StandaloneCluster, network: VirtualNetwork, host: str) -> None:
     """A TaskManager (2 slots) on ``host``: it binds every interface and advertises the host's
-    address, and so does its Spark driver (the executors call it back there)."""
+    address, and so does its Spark driver (the executors call it back there). Its working
+    directory is the host's own; the JobManager's secret is copied there, as an operator
+    copies it to another machine."""
     address = network.hosts[host]
+    secret = cluster.work / host / "secret"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(cluster.work / "tmp" / "cluster" / "secret", secret)
     cluster.start_taskmanager(
         2,
         {
             "taskmanager.host": address,
             "taskmanager.bind-host": "0.0.0.0",
             "spark.driver.host": address,
+            "io.tmp.dirs": host_tmp(cluster, host),
+            "security.cluster-secret.file": str(secret),
         },
         prefix=network.command(host, []),
     )
+
+
+def taskmanager_pid(cluster: StandaloneCluster, host: str, resource_id: str) -> int:
+    """The process of TaskManager ``resource_id`` on ``host``, from the host's cluster files."""
+    port = resource_id.split("-")[1]
+    files = ClusterFiles(Configuration({"io.tmp.dirs": host_tmp(cluster, host)}))
+    [pid] = [
+        info.pid
+        for info in files.processes()
+        if info.kind == "taskmanager" and info.rpc_address.endswith(f":{port}")
+    ]
+    return pid
 
 
 def busy_taskmanager(cluster: StandaloneCluster, network: VirtualNetwork) -> tuple[str, str]:
@@ -267,7 +297,7 @@ def test_a_task_manager_hosts_processes_killed_loses_no_row(
             what="three months read",
         )
         victim, host = busy_taskmanager(cluster, network)
-        os.killpg(cluster.pid_of(victim), signal.SIGKILL)
+        os.killpg(taskmanager_pid(cluster, host, victim), signal.SIGKILL)
         result = result_within(waiting, WAIT, what="the job's result after the kill")
     assert isinstance(result, JobResultSuccess), result
     assert result.details.restarts >= 1
