@@ -8,6 +8,7 @@ import pyspark
 import pyspark.sql.connect.functions as CF
 import pytest
 from pyspark.sql.types import IntegerType, LongType
+from pyspark.sql.window import Window
 
 import millrace.spark.column_serde  # noqa: F401  (registers the reducer of Spark columns)
 from millrace.runtime.jobgraph.user_code import deserialize_user_code, serialize_user_code
@@ -105,6 +106,8 @@ def _shapes(F) -> list:  # F: the functions module, classic or Connect
         F.split(F.col("carrier"), "").getItem(0),
         F.udf(lambda s: len(s) * 10, IntegerType())(F.col("carrier")),  # a Python UDF
         F.pandas_udf(lambda d: d * 2, LongType())(F.col("delay").cast("long")),
+        F.row_number().over(Window.partitionBy("carrier").orderBy(F.col("delay").desc())),
+        F.transform(F.array("delay", "missing"), lambda x: F.coalesce(x, F.lit(0)) + 1),
     ]
 
 
@@ -119,6 +122,7 @@ def test_a_process_with_a_classic_session_plans_them_as_classic_columns(spark, m
 
     messages = [expression_of(c).SerializeToString() for c in _shapes(CF)]
     average = expression_of(CF.avg("delay").alias("a")).SerializeToString()
+    by_delay_descending = expression_of(CF.col("delay").desc()).SerializeToString()
     monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
     frame = spark.createDataFrame(
         [(1, "UA", "2013-01-01 05:17:00", None), (30, "B6", "2013-01-01 06:42:00", 4)],
@@ -133,6 +137,8 @@ def test_a_process_with_a_classic_session_plans_them_as_classic_columns(spark, m
     assert sorted(grouped.collect()) == sorted(
         frame.groupBy("carrier").agg(F.avg("delay").alias("a")).collect()
     )
+    descending = load_connect_column(pyspark.__version__, by_delay_descending)
+    assert frame.orderBy(descending).collect() == frame.orderBy(F.col("delay").desc()).collect()
 
 
 @pytest.mark.slow
