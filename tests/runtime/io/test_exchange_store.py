@@ -87,3 +87,23 @@ def test_a_relative_directory_is_made_absolute(tmp_path, monkeypatch) -> None:
 def test_the_store_is_a_key_of_the_cluster_not_of_a_job() -> None:
     conf = Configuration({"io.exchange.dir": "/x", "parallelism.default": 2})
     assert conf.job_level() == {"parallelism.default": 2}
+
+
+def test_a_tree_the_store_refuses_to_remove_is_logged_and_left(
+    tmp_path, caplog, monkeypatch
+) -> None:
+    """What a zombie task still writing into the directory does to the removal (the store
+    refuses with ``Directory not empty``): a warning, no error, the files left."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    job = tmp_path / "store" / "job"
+    path = str(job / "exchange" / "v" / "a" / "f.parquet")
+    exchange_store.write_parquet(pa.table({"n": [1]}), path)
+
+    def refuse(self, path, recursive=False, maxdepth=None):  # type: ignore[no-untyped-def]
+        raise OSError(39, "Directory not empty", path)
+
+    monkeypatch.setattr(LocalFileSystem, "rm", refuse)
+    exchange_store.remove_tree(str(job))
+    assert "could not remove all of" in caplog.text
+    assert exchange_store.parquet_rows(path) == 1

@@ -17,6 +17,7 @@ Threading: any thread; each call is one filesystem operation (or a few) and bloc
 from __future__ import annotations
 
 import contextlib
+import logging
 import posixpath
 from typing import Any
 
@@ -35,6 +36,8 @@ __all__ = [
     "remove_tree",
     "write_parquet",
 ]
+
+logger = logging.getLogger(__name__)
 
 PARTITION_MARKER = "_partition"
 """The empty file a blocking producer leaves in its partition's directory, so the directory
@@ -141,14 +144,17 @@ def remove_file(path: str) -> None:
 
 
 def remove_tree(directory: str) -> None:
-    """Delete ``directory`` and everything under it; nothing there is fine.
-
-    Raises:
-        OSError: If the store refuses (other than the directory being gone).
-    """
+    """Delete ``directory`` and everything under it, as far as the store lets it; nothing
+    there is fine. Never raises: what cannot be removed (a zombie task of a failed attempt
+    still writing, a store that refuses) is logged at WARNING and left; every later attempt
+    writes under names of its own."""
     fs, target = _filesystem(directory)
-    with contextlib.suppress(FileNotFoundError):
+    try:
         fs.rm(target, recursive=True)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        logger.warning("could not remove all of %s from the exchange store: %s", directory, error)
 
 
 def _filesystem(path: str) -> tuple[Any, str]:
