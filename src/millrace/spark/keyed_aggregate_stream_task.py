@@ -35,8 +35,8 @@ from millrace.spark.keyed_state_files import (
     concat_tables,
     read_key_groups,
     remove_file,
-    write_local,
     write_snapshot,
+    write_state_file,
 )
 from millrace.spark.running_aggregation import compacted_state, emitted_rows
 from millrace.spark.stream_task import SparkStreamTask
@@ -136,7 +136,7 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         files.clear()
         if table.num_rows:
             name = f"{self.tdd.subtask_index:03d}-{self._sequence:06d}-compacted.parquet"
-            files.append(write_local(table, self.state_dir, name))
+            files.append(write_state_file(table, self.state_dir, name))
         self._sequence += 1
         for path in old:
             remove_file(path)
@@ -171,7 +171,7 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         """Take the rows of this subtask's key groups from the restored state, as settled."""
         restored = read_key_groups(snapshot, self.key_groups)
         if restored is not None:
-            self._settled.append(write_local(restored, self.state_dir, "restored.parquet"))
+            self._settled.append(write_state_file(restored, self.state_dir, "restored.parquet"))
         logger.info(
             "%s: restored %d rows of state (key groups %d-%d)",
             self.environment.task_name,

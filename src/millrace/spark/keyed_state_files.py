@@ -26,8 +26,8 @@ __all__ = [
     "key_group_tables",
     "read_key_groups",
     "remove_file",
-    "write_local",
     "write_snapshot",
+    "write_state_file",
 ]
 
 
@@ -43,7 +43,7 @@ def concat_tables(paths: list[str]) -> Any:
     )
 
 
-def write_local(table: Any, directory: str, name: str) -> str:
+def write_state_file(table: Any, directory: str, name: str) -> str:
     """Write ``table`` (``pyarrow.Table``) as ``directory/name`` in the exchange store;
     returns its name there.
 

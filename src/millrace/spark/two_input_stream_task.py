@@ -36,8 +36,8 @@ from millrace.spark.keyed_state_files import (
     concat_tables,
     key_group_tables,
     remove_file,
-    write_local,
     write_snapshot,
+    write_state_file,
 )
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import KEY_GROUP, WINDOW_START
@@ -251,7 +251,7 @@ class TwoInputStreamTask(SparkStreamTask):
 
     def local_state_file(self, table: Any, side: int, name: str) -> DataBundle:
         """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a live state file of ``side``."""
-        path = write_local(table, self.state_dir, f"in{side}-{name}")
+        path = write_state_file(table, self.state_dir, f"in{side}-{name}")
         low, high = window_end_range_ms(table, self.window_size_ms)
         return DataBundle(path, table.num_rows, low, high)
 

@@ -50,8 +50,8 @@ from millrace.spark.input_schemas import InputSchemas
 from millrace.spark.keyed_state_files import (
     read_key_groups,
     remove_file,
-    write_local,
     write_snapshot,
+    write_state_file,
 )
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.window_firing import (
@@ -239,7 +239,7 @@ class WindowStreamTask(SparkStreamTask):
 
     def _local_state_file(self, table: Any, name: str) -> DataBundle:
         """Write ``table`` (``pyarrow.Table`` with ``__ws``) as a live state file."""
-        path = write_local(table, self.state_dir, name)
+        path = write_state_file(table, self.state_dir, name)
         low, high = window_end_range_ms(table, self._op.window.size_ms)
         return DataBundle(path, table.num_rows, low, high)
 
