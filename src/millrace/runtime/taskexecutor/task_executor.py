@@ -117,7 +117,6 @@ class TaskExecutor(PartitionFlowControl, RpcEndpoint, implements=(TaskExecutorGa
         self._slots = TaskSlotTable(configuration.get(ClusterOptions.NUM_TASK_SLOTS))
         self._poll_timeout = configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
         self._tmp_dir = Path(configuration.get(ClusterOptions.TMP_DIR)).resolve()
-        configuration.get(ClusterOptions.EXCHANGE_DIR)  # a bad store fails the start
         self._tasks: dict[ExecutionAttemptId, Task] = {}
         self.metric_group = TaskManagerMetricGroup(self.resource_id)  # its tasks' metrics
         self._partitions: dict[ResultPartitionId, ResultPartition] = {}
