@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,6 +14,7 @@ from millrace import Configuration, StreamExecutionEnvironment
 from millrace.errors import JobExecutionError
 from tests.integration.helpers import (
     assert_same_result,
+    build_flight_delays_held,
     expected_flight_delays,
     load_example,
     read_flights,
@@ -122,39 +124,51 @@ def test_overwrite_replaces_the_previous_output(spark, flights_dir, tmp_path, ex
 def test_an_exchange_store_named_by_url_holds_the_files_and_is_emptied_at_the_end(
     spark, flights_dir, tmp_path, expected, mode
 ) -> None:
-    """``io.exchange.dir`` as a ``file://`` URL (issue 15: fsspec storage every host reaches):
-    the bundles are written there (the window's live state files go the same way), none under
-    ``<io.tmp.dirs>/jobs``, and the job's directory is removed when it ends."""
+    """``io.exchange.dir`` as a ``file://`` URL (issue 15: fsspec storage every host reaches).
+    December is held at the source until the test has looked (``build_flight_delays_held``),
+    so the job cannot end before: while it is held, files the job wrote are in the store
+    (STREAMING: the windows November's rows wait for cannot fire; BATCH: the other source
+    subtask's blocking partition waits for the keyed stage), none under
+    ``<io.tmp.dirs>/jobs``; the output equals pandas and the job's directory is removed when
+    it ends."""
     store = tmp_path / "store"
     conf = Configuration(
         {
             "parallelism.default": 2,
             "execution.runtime-mode": mode,
+            "execution.bundle.max-records": 30_000,  # about a month per bundle
             "io.tmp.dirs": str(tmp_path / "tmp"),
             "io.exchange.dir": f"file://{store}",
             "pipeline.side-output.dir": str(tmp_path / "side"),
         }
     )
     env = StreamExecutionEnvironment(conf, spark)
-    flight_delays.build(env, str(flights_dir), str(tmp_path / "out"))
-    seen: set[str] = set()
-    done = threading.Event()
+    gate = tmp_path / "gate"
+    build_flight_delays_held(env, flights_dir, tmp_path / "out", gate)
+    seen: dict[str, list[str]] = {}
 
-    def watch() -> None:  # until the job ends (the main thread sets done)
-        while not done.wait(0.05):
-            for root in (store, tmp_path / "tmp" / "jobs"):
-                seen.update(str(p.relative_to(tmp_path)) for p in root.glob("*/*/*/*/*.parquet"))
+    def look_then_release() -> None:
+        deadline = time.monotonic() + 120  # then released anyway: the assertions fail
+        while time.monotonic() < deadline:
+            seen.update(
+                (name, sorted(str(p.relative_to(root)) for p in root.glob("*/*/*/*/*.parquet")))
+                for name, root in (("store", store), ("local", tmp_path / "tmp" / "jobs"))
+            )
+            if seen["store"] and Path(f"{gate}.held").exists():
+                break
+            time.sleep(0.05)
+        gate.touch()
 
-    watcher = threading.Thread(target=watch, name="store-watcher", daemon=True)
-    watcher.start()
+    looker = threading.Thread(target=look_then_release, name="store-looker", daemon=True)
+    looker.start()
     try:
         env.execute("flight-delays")
     finally:
-        done.set()
-        watcher.join(timeout=10)
+        gate.touch()
+        looker.join(timeout=10)
 
     assert_same_result(read_output(tmp_path / "out"), expected)
-    kinds = {p.split("/")[2] for p in seen if p.startswith("store/")}
-    assert "exchange" in kinds, sorted(seen)[:10]
-    assert not [p for p in seen if not p.startswith("store/")], "files outside the store"
+    kinds = {p.split("/")[1] for p in seen["store"]}
+    assert kinds & {"exchange", "state"}, seen
+    assert seen["local"] == [], "files outside the store"
     assert list(store.iterdir()) == [], "the job's directory outlived the job"
