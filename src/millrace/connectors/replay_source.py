@@ -7,18 +7,27 @@ and dealt round-robin into ``stripes`` (splits); each stripe releases its record
 ``rate / stripes`` events per second from the moment its reader starts. All stripes cover the
 whole time range, so subtasks advance through event time together. A stripe's position is the
 number of its records released; a restored job continues the replay where its checkpoint left
-it, at the same pace. Python handles the Arrow table and slices of it; records reach Spark as
-one DataFrame per bundle.
+it, at the same pace.
+
+Records reach Spark without a conversion per bundle: a reader writes each stripe it is given
+once, as a Parquet file (row groups of 8,192 records, each record with its position) in the
+task's directory of the exchange store, and a bundle is one Spark scan of those files filtered
+to the released position ranges; Parquet's row-group statistics skip the rest, and the scan is
+vectorized. Handing Spark the Arrow slices instead (``createDataFrame``) took twice as long per
+bundle (docs/benchmarks.md). Where Spark would read the file's columns as other types than
+``createDataFrame`` gives them, the reader falls back to ``createDataFrame`` per bundle.
 
 ``columns`` projects the stream when its files are read (projection pushdown, as a Parquet scan
-in Spark prunes the columns a query does not use): every column a record carries is converted
-into Spark's format once per bundle, so a job reading 3 of 19 columns says so.
+in Spark prunes the columns a query does not use): a job reading 3 of 19 columns says so.
 """
 
 from __future__ import annotations
 
+import logging
+import tempfile
 import time
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from millrace.api.connector.source import (
@@ -29,12 +38,17 @@ from millrace.api.connector.source import (
 )
 from millrace.connectors.file_formats import FileFormat, absolute_local_path, list_files
 from millrace.connectors.file_split_enumerator import FileSplitEnumerator
+from millrace.runtime.io import exchange_store
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import MAX_WATERMARK
 
 __all__ = ["ReplaySource"]
 
+logger = logging.getLogger(__name__)
+
 SPLIT_COLUMN = "__split"
+_POSITION = "__position"
+_ROW_GROUP_ROWS = 8192  # records per row group of a stripe file: what a scan skips at once
 
 
 @dataclass(frozen=True)
@@ -179,6 +193,28 @@ class _ReplayEnumerator(FileSplitEnumerator):
         return splits
 
 
+def _scanned_as_given(schema: Any) -> bool:
+    """Whether Spark reads every column of ``schema`` (``pyarrow.Schema``) from Parquet as the
+    type ``createDataFrame`` gives it: flat numbers, strings, binaries, dates, decimals and
+    time-zone aware timestamps (a naive timestamp is read as TIMESTAMP_NTZ, and
+    ``createDataFrame`` makes it a local TIMESTAMP; nested and dictionary types differ too)."""
+    import pyarrow.types as t
+
+    return all(
+        t.is_boolean(f.type)
+        or t.is_signed_integer(f.type)
+        or t.is_floating(f.type)
+        or t.is_string(f.type)
+        or t.is_large_string(f.type)
+        or t.is_binary(f.type)
+        or t.is_large_binary(f.type)
+        or t.is_date32(f.type)
+        or t.is_decimal(f.type)
+        or (t.is_timestamp(f.type) and f.type.tz is not None)
+        for f in schema
+    )
+
+
 def _first_ms(column: Any) -> int | None:
     import pyarrow.compute as pc
 
@@ -192,6 +228,7 @@ class _Stripe:
     table: Any
     position: int
     started: float  # monotonic time at which the stripe's record 0 was released
+    file: str | None = None  # the stripe as Parquet for Spark to scan, None: not written
 
 
 class ReplaySourceReader:
@@ -208,12 +245,44 @@ class ReplaySourceReader:
         self._max_delay = context.max_delay
         self._rate = source.rate / source.stripes
         self._stripes: list[_Stripe] = []
+        self._files_dir = context.files_dir
+        self._own_dir: str | None = None  # a local temporary directory, made when needed
+        self._schema: Any = None  # Spark's schema of the stripe files
 
     def add_split(self, split: InputSplit, position: int) -> None:
+        """Take stripe ``split`` from ``position`` on; the stripe is written for Spark once
+        (blocking I/O), unless Spark would read it back as other types (``_scanned_as_given``).
+
+        Raises:
+            OSError: If the stripe's file cannot be written.
+        """
         index = int(split.path.rsplit("#stripe", 1)[1].split("of")[0])
         table = self._source.stripe(index)
         started = time.monotonic() - position / self._rate  # resume at the same pace
-        self._stripes.append(_Stripe(split, table, position, started))
+        stripe = _Stripe(split, table, position, started)
+        if _scanned_as_given(table.schema):
+            stripe.file = self._write_stripe(stripe, index)
+        self._stripes.append(stripe)
+
+    def _write_stripe(self, stripe: _Stripe, index: int) -> str:
+        """Write ``stripe`` whole, each record with its split id and position, as a Parquet
+        file for Spark to scan; returns its path."""
+        import numpy as np
+        import pyarrow as pa
+
+        rows = stripe.table.num_rows
+        table = stripe.table.append_column(
+            SPLIT_COLUMN, pa.repeat(stripe.split.split_id, rows)
+        ).append_column(_POSITION, pa.array(np.arange(rows, dtype=np.int64)))
+        if self._files_dir is None and self._own_dir is None:
+            self._own_dir = tempfile.mkdtemp(prefix="millrace-replay-")
+        directory = self._files_dir or self._own_dir
+        assert directory is not None
+        path = exchange_store.join(directory, f"stripe-{index}.parquet")
+        exchange_store.write_parquet(table, path, row_group_size=_ROW_GROUP_ROWS)
+        if self._schema is None:  # no Spark job: the types createDataFrame gives them
+            self._schema = self._spark.createDataFrame(table.slice(0, 0)).schema
+        return path
 
     def wants_splits(self) -> bool:
         return True  # every stripe it may get: they all run at once
@@ -223,8 +292,6 @@ class ReplaySourceReader:
         release, at most ``timeout`` s). With ``max_records`` = ``WHOLE_INPUT`` (BATCH mode:
         a bounded input read to its end as one stage) every record is due at once: the rate
         paces a stream, and a batch job has none to pace."""
-        import pyarrow as pa
-
         now = time.monotonic()
         whole = self._max_records == WHOLE_INPUT
         due = [(s, self._released(s, now, whole) - s.position) for s in self._stripes]
@@ -237,19 +304,18 @@ class ReplaySourceReader:
             time.sleep(max(0.0, min([timeout, *waits])))
             return None
         share = max(1, self._max_records // max(1, sum(n > 0 for _, n in due)))
-        parts, progress, newest = [], [], 0.0
+        ranges, progress, newest = [], [], 0.0
         for stripe, count in due:
             take = min(count, share)
             if take <= 0:
                 continue
-            part = stripe.table.slice(stripe.position, take)
+            ranges.append((stripe, stripe.position, stripe.position + take))
             stripe.position += take
             newest = max(newest, stripe.started + stripe.position / self._rate)
-            parts.append(part.append_column(SPLIT_COLUMN, pa.repeat(stripe.split.split_id, take)))
             done = stripe.position >= stripe.table.num_rows
             progress.append(SplitState(stripe.split, stripe.position, finished=done))
         self._stripes = [s for s in self._stripes if s.position < s.table.num_rows]
-        frame = self._spark.createDataFrame(pa.concat_tables(parts))
+        frame = self._frame(ranges)
         wall = time.time() - (time.monotonic() - newest)
         return SourceBundle(
             frame,
@@ -258,6 +324,33 @@ class ReplaySourceReader:
             available_at_ms=round(wall * 1000),
             internal_columns=(SPLIT_COLUMN,),
         )
+
+    def _frame(self, ranges: list[tuple[_Stripe, int, int]]) -> Any:
+        """The records of every ``(stripe, start, end)`` position range, with their split ids,
+        as one lazy DataFrame: a scan of the stripe files where every stripe has one, else the
+        Arrow slices handed to Spark."""
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+
+        if all(stripe.file is not None for stripe, _, _ in ranges):
+            wanted = reduce(
+                lambda a, b: a | b,
+                (
+                    (F.col(SPLIT_COLUMN) == F.lit(stripe.split.split_id))
+                    & F.col(_POSITION).between(start, end - 1)
+                    for stripe, start, end in ranges
+                ),
+            )
+            files = [stripe.file for stripe, _, _ in ranges]
+            scan = self._spark.read.schema(self._schema).parquet(*files)
+            return scan.where(wanted).drop(_POSITION)
+        parts = [
+            stripe.table.slice(start, end - start).append_column(
+                SPLIT_COLUMN, pa.repeat(stripe.split.split_id, end - start)
+            )
+            for stripe, start, end in ranges
+        ]
+        return self._spark.createDataFrame(pa.concat_tables(parts))
 
     def _released(self, stripe: _Stripe, now: float, whole: bool) -> int:
         """Records of ``stripe`` released by ``now`` (monotonic s): all of them if ``whole``."""
@@ -272,4 +365,8 @@ class ReplaySourceReader:
         return not self._stripes
 
     def close(self) -> None:
+        """Drop the stripes and remove their files (never raises)."""
         self._stripes.clear()
+        for directory in (self._files_dir, self._own_dir):
+            if directory is not None:
+                exchange_store.remove_tree(directory)

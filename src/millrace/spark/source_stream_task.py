@@ -143,6 +143,9 @@ class SourceStreamTask(SparkStreamTask):
                 conf,
                 self.spark,
                 env.io_metrics.head_operator,
+                exchange_store.join(
+                    env.working_dir, "source", self.tdd.vertex_id, self.tdd.attempt_id
+                ),
             )
         )
         self._tracker = SplitWatermarkTracker(source_op.max_out_of_orderness_ms)

@@ -56,6 +56,10 @@ class SourceReaderContext:
         spark: The task's SparkSession (``pyspark.sql.SparkSession``).
         metric_group: The source operator's metric group (Flink's SourceReaderMetricGroup):
             the reader sets its gauges there on the task thread; the task publishes them.
+        files_dir: A directory (path or fsspec URL) in the exchange store, this task attempt's
+            own, for files the reader hands to Spark (which may read them on other hosts); it
+            is removed with the job. None (a reader outside a task): the reader's own
+            temporary directory, local.
     """
 
     subtask_index: int
@@ -65,6 +69,7 @@ class SourceReaderContext:
     configuration: Configuration
     spark: Any
     metric_group: OperatorMetricGroup = field(default_factory=OperatorMetricGroup)
+    files_dir: str | None = None
 
 
 @dataclass(frozen=True)

@@ -66,9 +66,10 @@ def partition_directory(job_dir: str, vertex_id: str, attempt_id: str) -> str:
     return join(job_dir, "exchange", vertex_id, attempt_id)
 
 
-def write_parquet(table: Any, path: str) -> int:
+def write_parquet(table: Any, path: str, row_group_size: int | None = None) -> int:
     """Write ``table`` (``pyarrow.Table``) as the Parquet file ``path``, creating its
-    directory; the file appears whole (written under ``.tmp`` then renamed).
+    directory; the file appears whole (written under ``.tmp`` then renamed). Row groups of
+    at most ``row_group_size`` rows (None: pyarrow's default).
 
     Returns:
         The file's size in bytes.
@@ -82,10 +83,10 @@ def write_parquet(table: Any, path: str) -> int:
     fs.makedirs(posixpath.dirname(target), exist_ok=True)
     tmp = target + ".tmp"
     if _is_local(fs):
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, row_group_size=row_group_size)
     else:
         with fs.open(tmp, "wb") as f:
-            pq.write_table(table, f)
+            pq.write_table(table, f, row_group_size=row_group_size)
     size = int(fs.size(tmp))
     fs.mv(tmp, target)
     return size
