@@ -7,6 +7,9 @@ elsewhere, then moved in; names starting with ``.`` or ``_`` are ignored until r
 file has an offset: the rows read so far. Parquet files are read in row groups, up to
 ``execution.bundle.max-records`` rows per bundle, so a large file spans several bundles and a
 restored job resumes inside it; CSV and text files are read whole (offset 0, then finished).
+A Parquet file read whole in one bundle (from row 0, at most ``max-records`` rows, a path Spark
+reads, types Spark reads as given) is handed to Spark as the file itself, a vectorized scan,
+with no conversion of its records from Arrow; a file read in parts goes through Arrow.
 Watermarks come from the data of each file (per split), and a subtask that has read all it got
 holds its watermark where its data left it.
 """
@@ -25,6 +28,7 @@ from millrace.connectors.file_formats import (
     FileFormat,
     absolute_local_path,
     list_files,
+    spark_reads_as_given,
 )
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
@@ -164,6 +168,7 @@ class DirectorySourceReader:
         self._spark = context.spark
         self._max_records = context.max_records
         self._queue: deque[SplitState] = deque()
+        self._schemas: tuple[Any, Any] | None = None  # (Arrow schema, Spark's) of the last scan
 
     def add_split(self, split: InputSplit, position: int) -> None:
         self._queue.append(SplitState(split, position))
@@ -180,7 +185,11 @@ class DirectorySourceReader:
             return None
         state = self._queue[0]
         split = state.split
-        if self._format.name == "parquet":
+        scan = self._whole_file_scan(state)
+        if scan is not None:
+            frame = scan.withColumn(SPLIT_COLUMN, F.lit(split.split_id))
+            position, done, read = split.rows or 0, True, None
+        elif self._format.name == "parquet":
             table, position, total = _read_parquet_rows(
                 split.path, state.position, self._max_records
             )
@@ -211,6 +220,28 @@ class DirectorySourceReader:
             internal_columns=internal,
         )
 
+    def _whole_file_scan(self, state: SplitState) -> Any:
+        """A Spark scan of the split's Parquet file (lazy), when this bundle reads it whole
+        and Spark reads it as ``createDataFrame`` would give its records, else None. Reads the
+        file's footer."""
+        split = state.split
+        url = split.path
+        if (
+            self._format.name != "parquet"
+            or state.position != 0
+            or split.rows is None
+            or split.rows > self._max_records
+            or not (url.startswith("file://") or "://" not in url)
+        ):
+            return None
+        arrow = _parquet_schema(url)
+        if not spark_reads_as_given(arrow):
+            return None
+        if self._schemas is None or not self._schemas[0].equals(arrow):
+            # no schema inference per file (a Spark job): the types createDataFrame gives
+            self._schemas = (arrow, self._spark.createDataFrame(arrow.empty_table()).schema)
+        return self._spark.read.schema(self._schemas[1]).parquet(url)
+
     def snapshot(self) -> list[SplitState]:
         return list(self._queue)
 
@@ -219,6 +250,14 @@ class DirectorySourceReader:
 
     def close(self) -> None:
         self._queue.clear()
+
+
+def _parquet_schema(url: str) -> Any:
+    import fsspec
+    import pyarrow.parquet as pq
+
+    with fsspec.open(url, "rb") as f:
+        return pq.ParquetFile(f).schema_arrow
 
 
 def _parquet_rows(url: str) -> int:

@@ -36,7 +36,12 @@ from millrace.api.connector.source import (
     SourceBundle,
     SourceReaderContext,
 )
-from millrace.connectors.file_formats import FileFormat, absolute_local_path, list_files
+from millrace.connectors.file_formats import (
+    FileFormat,
+    absolute_local_path,
+    list_files,
+    spark_reads_as_given,
+)
 from millrace.connectors.file_split_enumerator import FileSplitEnumerator
 from millrace.runtime.io import exchange_store
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
@@ -193,28 +198,6 @@ class _ReplayEnumerator(FileSplitEnumerator):
         return splits
 
 
-def _scanned_as_given(schema: Any) -> bool:
-    """Whether Spark reads every column of ``schema`` (``pyarrow.Schema``) from Parquet as the
-    type ``createDataFrame`` gives it: flat numbers, strings, binaries, dates, decimals and
-    time-zone aware timestamps (a naive timestamp is read as TIMESTAMP_NTZ, and
-    ``createDataFrame`` makes it a local TIMESTAMP; nested and dictionary types differ too)."""
-    import pyarrow.types as t
-
-    return all(
-        t.is_boolean(f.type)
-        or t.is_signed_integer(f.type)
-        or t.is_floating(f.type)
-        or t.is_string(f.type)
-        or t.is_large_string(f.type)
-        or t.is_binary(f.type)
-        or t.is_large_binary(f.type)
-        or t.is_date32(f.type)
-        or t.is_decimal(f.type)
-        or (t.is_timestamp(f.type) and f.type.tz is not None)
-        for f in schema
-    )
-
-
 def _first_ms(column: Any) -> int | None:
     import pyarrow.compute as pc
 
@@ -251,7 +234,7 @@ class ReplaySourceReader:
 
     def add_split(self, split: InputSplit, position: int) -> None:
         """Take stripe ``split`` from ``position`` on; the stripe is written for Spark once
-        (blocking I/O), unless Spark would read it back as other types (``_scanned_as_given``).
+        (blocking I/O), unless Spark would read it back as other types (``spark_reads_as_given``).
 
         Raises:
             OSError: If the stripe's file cannot be written.
@@ -260,7 +243,7 @@ class ReplaySourceReader:
         table = self._source.stripe(index)
         started = time.monotonic() - position / self._rate  # resume at the same pace
         stripe = _Stripe(split, table, position, started)
-        if _scanned_as_given(table.schema):
+        if spark_reads_as_given(table.schema):
             stripe.file = self._write_stripe(stripe, index)
         self._stripes.append(stripe)
 
