@@ -58,6 +58,39 @@ env.execute("flight-delays-connect-held")
 '''
 
 
+REPLAY_JOB = '''
+"""Flight delays over a ReplaySource: ``job.py FLIGHTS OUT``."""
+import sys
+
+from pyspark.sql import functions as F
+
+from millrace import ParquetSink, ReplaySource, StreamExecutionEnvironment, tumbling
+
+flights, out = sys.argv[1:3]
+env = StreamExecutionEnvironment.get_execution_environment()
+(
+    env.from_source(
+        ReplaySource(
+            flights,
+            "time_hour",
+            rate=400_000,
+            stripes=4,
+            max_disorder_ms=3_600_000,
+            columns=("carrier", "time_hour", "dep_delay"),
+        ),
+        event_time="time_hour",
+        max_out_of_orderness="6 h",
+    )
+    .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
+    .key_by("carrier")
+    .window(tumbling("1 day"))
+    .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
+    .sink_to(ParquetSink(out))
+)
+env.execute("replay-connect")
+'''
+
+
 @pytest.fixture(scope="module")
 def spark_connect(tmp_path_factory) -> Iterator[SparkStandaloneCluster]:
     """A Spark master, two workers (2 cores, 1 GiB each) and a Spark Connect server on
@@ -111,6 +144,30 @@ def test_flight_delays_through_spark_connect_equal_pandas_with_no_jvm_in_millrac
     assert java_processes(cluster.processes) == {}, "a Millrace process started a JVM"
     applications = [app["name"] for app in spark_connect.state().get("activeapps", [])]
     assert applications == ["Spark Connect server"], "the plans ran on the Connect server's app"
+
+
+def test_a_replay_reaches_the_connect_server_as_stripe_files_and_equals_pandas(
+    flights_dir, tmp_path, cluster
+) -> None:
+    """ReplaySource writes each stripe once into the exchange store and its bundles are scans
+    of those files: the Connect server's executors read them there. The output equals pandas,
+    and the job's directory of the store is gone when the job ends."""
+    script = tmp_path / "replay_job.py"
+    script.write_text(REPLAY_JOB)
+    out = tmp_path / "out"
+    known = {job["id"] for job in cluster.rest("/jobs")["jobs"]}
+    client = run_client(cluster, script, flights_dir, out)
+    watch_client(cluster, client, known)
+
+    assert client.process.returncode == 0, client.output()[-5000:]
+    assert "replay-connect FINISHED" in client.output()
+    assert_same_result(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    [job_id] = {job["id"] for job in cluster.rest("/jobs")["jobs"]} - known
+    store = cluster.work / "tmp" / "jobs" / job_id
+    deadline = time.monotonic() + WAIT
+    while store.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not store.exists(), sorted(str(p) for p in store.rglob("*"))
 
 
 def test_a_job_built_with_a_local_spark_fails_on_connect_taskmanagers_with_the_fix(

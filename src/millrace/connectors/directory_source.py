@@ -28,10 +28,10 @@ from millrace.connectors.file_formats import (
     FileFormat,
     absolute_local_path,
     list_files,
-    spark_reads_as_given,
 )
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
+from millrace.spark.parquet_schema import arrow_spark_schema
 
 __all__ = ["DirectorySource", "DirectorySourceReader", "DirectorySplitEnumerator"]
 
@@ -235,12 +235,11 @@ class DirectorySourceReader:
         ):
             return None
         arrow = _parquet_schema(url)
-        if not spark_reads_as_given(arrow):
-            return None
         if self._schemas is None or not self._schemas[0].equals(arrow):
             # no schema inference per file (a Spark job): the types createDataFrame gives
-            self._schemas = (arrow, self._spark.createDataFrame(arrow.empty_table()).schema)
-        return self._spark.read.schema(self._schemas[1]).parquet(url)
+            self._schemas = (arrow, arrow_spark_schema(arrow))
+        spark_schema = self._schemas[1]
+        return None if spark_schema is None else self._spark.read.schema(spark_schema).parquet(url)
 
     def snapshot(self) -> list[SplitState]:
         return list(self._queue)

@@ -24,7 +24,6 @@ __all__ = [
     "SplitRead",
     "absolute_local_path",
     "list_files",
-    "spark_reads_as_given",
 ]
 
 FORMATS = ("parquet", "csv", "text")
@@ -174,29 +173,6 @@ def absolute_local_path(path: str) -> str:
     """``path`` made absolute if it is a local path (no ``scheme://``), so that processes
     started in other directories read and write the files the client meant."""
     return path if "://" in path else os.path.abspath(path)
-
-
-def spark_reads_as_given(schema: Any) -> bool:
-    """Whether Spark reads every column of ``schema`` (``pyarrow.Schema``) from Parquet as the
-    type ``createDataFrame`` gives it, so a source may hand Spark a Parquet file to scan instead
-    of its records as Arrow: flat numbers, strings, binaries, dates, decimals and
-    time-zone aware timestamps (a naive timestamp is read as TIMESTAMP_NTZ, and
-    ``createDataFrame`` makes it a local TIMESTAMP; nested and dictionary types differ too)."""
-    import pyarrow.types as t
-
-    return all(
-        t.is_boolean(f.type)
-        or t.is_signed_integer(f.type)
-        or t.is_floating(f.type)
-        or t.is_string(f.type)
-        or t.is_large_string(f.type)
-        or t.is_binary(f.type)
-        or t.is_large_binary(f.type)
-        or t.is_date32(f.type)
-        or t.is_decimal(f.type)
-        or (t.is_timestamp(f.type) and f.type.tz is not None)
-        for f in schema
-    )
 
 
 def _read_row_groups(splits: Sequence[InputSplit]) -> Any:

@@ -40,12 +40,12 @@ from millrace.connectors.file_formats import (
     FileFormat,
     absolute_local_path,
     list_files,
-    spark_reads_as_given,
 )
 from millrace.connectors.file_split_enumerator import FileSplitEnumerator
 from millrace.runtime.io import exchange_store
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import MAX_WATERMARK
+from millrace.spark.parquet_schema import arrow_spark_schema
 
 __all__ = ["ReplaySource"]
 
@@ -234,16 +234,24 @@ class ReplaySourceReader:
 
     def add_split(self, split: InputSplit, position: int) -> None:
         """Take stripe ``split`` from ``position`` on; the stripe is written for Spark once
-        (blocking I/O), unless Spark would read it back as other types (``spark_reads_as_given``).
+        (blocking I/O), unless Spark would read it back as other types (``arrow_spark_schema``).
 
         Raises:
             OSError: If the stripe's file cannot be written.
         """
+        import pyarrow as pa
+
         index = int(split.path.rsplit("#stripe", 1)[1].split("of")[0])
         table = self._source.stripe(index)
         started = time.monotonic() - position / self._rate  # resume at the same pace
         stripe = _Stripe(split, table, position, started)
-        if spark_reads_as_given(table.schema):
+        if self._schema is None:  # Spark's schema of the files: no inference per bundle
+            self._schema = arrow_spark_schema(
+                table.schema.append(pa.field(SPLIT_COLUMN, pa.string())).append(
+                    pa.field(_POSITION, pa.int64())
+                )
+            )
+        if self._schema is not None:
             stripe.file = self._write_stripe(stripe, index)
         self._stripes.append(stripe)
 
@@ -263,8 +271,6 @@ class ReplaySourceReader:
         assert directory is not None
         path = exchange_store.join(directory, f"stripe-{index}.parquet")
         exchange_store.write_parquet(table, path, row_group_size=_ROW_GROUP_ROWS)
-        if self._schema is None:  # no Spark job: the types createDataFrame gives them
-            self._schema = self._spark.createDataFrame(table.slice(0, 0)).schema
         return path
 
     def wants_splits(self) -> bool:

@@ -5,14 +5,16 @@ JVM before any job runs (about 0.1-0.3 s on the benchmark machine, per read); a 
 already knows the schema skips it. The footer's Arrow schema maps to Spark's types with
 PySpark's own Arrow conversion; only columns whose Spark type is certain that way are accepted
 (a timestamp without time zone, a dictionary or nested type may be read differently by Spark's
-Parquet reader, so such a file is left to Spark's inference).
+Parquet reader, so such a file is left to Spark's inference). The same test tells a source
+holding Arrow records whether it may hand Spark a Parquet file of them to scan instead of
+converting them (``createDataFrame`` gives the records the same types Spark reads back).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["parquet_spark_schema"]
+__all__ = ["arrow_spark_schema", "parquet_spark_schema"]
 
 
 def parquet_spark_schema(path: str) -> Any:
@@ -25,15 +27,31 @@ def parquet_spark_schema(path: str) -> Any:
     """
     import fsspec
     import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     try:
         with fsspec.open(path, "rb") as f:
             schema = pq.read_schema(f)
-        if not all(_certain(field.type) for field in schema):
-            return None
-        return from_arrow_schema(schema)
     except Exception:  # any doubt: Spark infers it, as without this shortcut
+        return None
+    return arrow_spark_schema(schema)
+
+
+def arrow_spark_schema(schema: Any) -> Any:
+    """The ``StructType`` of records of ``schema`` (``pyarrow.Schema``), both as
+    ``createDataFrame`` gives them and as Spark's Parquet reader reads a file of them written
+    by pyarrow; None when that is not certain (see the module docstring). No session: it
+    holds on Spark Connect too, which cannot infer a schema from an empty table.
+
+    Threading:
+        Any thread.
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if not all(_certain(field.type) for field in schema):
+        return None
+    try:
+        return from_arrow_schema(schema)
+    except Exception:  # a type PySpark does not map (unsigned integers)
         return None
 
 
