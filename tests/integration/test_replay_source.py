@@ -14,6 +14,7 @@ from millrace import Configuration, ParquetSink, ReplaySource, StreamExecutionEn
 from millrace.api.connector.source import WHOLE_INPUT, SourceReaderContext
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.spark.side_outputs import source_column
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.integration.helpers import (
     assert_same_result,
@@ -81,17 +82,18 @@ def test_empty_or_repeated_columns_fail_at_construction(flights_dir, columns) ->
         ReplaySource(str(flights_dir), "time_hour", rate=1000, columns=columns)
 
 
-def test_the_reader_releases_no_more_than_the_rate_allows(spark, flights_dir) -> None:
+def test_the_reader_releases_no_more_than_the_rate_allows(spark, flights_dir, tmp_path) -> None:
     source = ReplaySource(str(flights_dir), "time_hour", rate=20_000, stripes=4)
     enumerator = source.create_enumerator("time_hour")
     splits = enumerator.discover()
+    files = str(tmp_path / "files")
     reader = source.create_reader(
-        SourceReaderContext(0, 2, 1_000_000, 0.05, Configuration(), spark)
+        SourceReaderContext(0, 2, 1_000_000, 0.05, Configuration(), spark, files_dir=files)
     )
     started = time.monotonic()
     reader.add_split(splits[0], 0)
     released = 0
-    # a second of release at least; longer (deadline 30 s) if the first scan plan is slow
+    # a second of release at least; longer (deadline 30 s) until a first bundle is planned
     while time.monotonic() - started < (1.0 if released else 30.0):
         bundle = reader.poll(0.05)
         if bundle is not None:
@@ -144,13 +146,14 @@ def test_flight_delays_over_a_replay_equals_pandas(spark, flights_dir, tmp_path)
     )
 
 
-def test_a_batch_reader_releases_every_record_at_once(spark, flights_dir) -> None:
+def test_a_batch_reader_releases_every_record_at_once(spark, flights_dir, tmp_path) -> None:
     """BATCH (``WHOLE_INPUT``): the replay's rate paces nothing; one poll holds every record
     of every stripe, each stripe finished."""
     source = ReplaySource(str(flights_dir), "time_hour", rate=10, stripes=2)  # 5 records/s
     splits = source.create_enumerator("time_hour").discover()
+    files = str(tmp_path / "files")
     reader = source.create_reader(
-        SourceReaderContext(0, 1, WHOLE_INPUT, 0.05, Configuration(), spark)
+        SourceReaderContext(0, 1, WHOLE_INPUT, 0.05, Configuration(), spark, files_dir=files)
     )
     for split in splits:
         reader.add_split(split, 0)
@@ -185,6 +188,10 @@ def test_a_bundle_scans_the_stripe_file_written_once_and_holds_the_released_slic
     end = bundle.progress[0].position
     assert 1000 < end <= 1000 + 30_000
     assert [f.rsplit("/", 1)[-1] for f in bundle.frame.inputFiles()] == ["stripe-1.parquet"]
+    # side outputs name the split, not the reader's own file
+    assert bundle.scans_own_files
+    named = {r[0] for r in bundle.frame.select(source_column(bundle)).collect()}
+    assert named == {splits[1].describe()}
     expected = source.stripe(1).slice(1000, end - 1000)
     got = bundle.frame.toArrow()
     assert got.column_names == ["carrier", "time_hour", "__split"]

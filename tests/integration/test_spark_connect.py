@@ -150,8 +150,9 @@ def test_a_replay_reaches_the_connect_server_as_stripe_files_and_equals_pandas(
     flights_dir, tmp_path, cluster
 ) -> None:
     """ReplaySource writes each stripe once into the exchange store and its bundles are scans
-    of those files: the Connect server's executors read them there. The output equals pandas,
-    and the job's directory of the store is gone when the job ends."""
+    of those files, which the Connect server's executors read there. The TaskManagers say they
+    wrote the stripes, the output equals pandas, and the job's directory of the store is gone
+    when the job ends."""
     script = tmp_path / "replay_job.py"
     script.write_text(REPLAY_JOB)
     out = tmp_path / "out"
@@ -168,6 +169,8 @@ def test_a_replay_reaches_the_connect_server_as_stripe_files_and_equals_pandas(
     while store.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not store.exists(), sorted(str(p) for p in store.rglob("*"))
+    logs = "".join(f.read_text() for f in (cluster.work / "tmp" / "log").glob("taskmanager-*"))
+    assert logs.count("records for Spark to scan") >= 4, "the stripes went through Arrow"
 
 
 def test_a_job_built_with_a_local_spark_fails_on_connect_taskmanagers_with_the_fix(

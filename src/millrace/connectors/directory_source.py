@@ -7,8 +7,8 @@ elsewhere, then moved in; names starting with ``.`` or ``_`` are ignored until r
 file has an offset: the rows read so far. Parquet files are read in row groups, up to
 ``execution.bundle.max-records`` rows per bundle, so a large file spans several bundles and a
 restored job resumes inside it; CSV and text files are read whole (offset 0, then finished).
-A Parquet file read whole in one bundle (from row 0, at most ``max-records`` rows, a path Spark
-reads, types Spark reads as given) is handed to Spark as the file itself, a vectorized scan,
+A Parquet file read whole in one bundle (from row 0, at most ``max-records`` rows, a local
+path, types Spark reads as given) is handed to Spark as the file itself, a vectorized scan,
 with no conversion of its records from Arrow; a file read in parts goes through Arrow.
 Watermarks come from the data of each file (per split), and a subtask that has read all it got
 holds its watermark where its data left it.

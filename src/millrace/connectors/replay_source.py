@@ -4,10 +4,10 @@ workload, BRIEF §5).
 The records are ordered by their event time, each delayed by a random amount of event time up to
 ``max_disorder_ms`` (seeded, so every run replays the same stream: bounded out-of-orderness),
 and dealt round-robin into ``stripes`` (splits); each stripe releases its records at
-``rate / stripes`` events per second from the moment its reader starts. All stripes cover the
-whole time range, so subtasks advance through event time together. A stripe's position is the
-number of its records released; a restored job continues the replay where its checkpoint left
-it, at the same pace.
+``rate / stripes`` events per second from the moment its reader has it ready. All stripes
+cover the whole time range, so subtasks advance through event time together. A stripe's
+position is the number of its records released; a restored job continues the replay where its
+checkpoint left it, at the same pace.
 
 Records reach Spark without a conversion per bundle: a reader writes each stripe it is given
 once, as a Parquet file (row groups of 8,192 records, each record with its position) in the
@@ -208,9 +208,10 @@ def _first_ms(column: Any) -> int | None:
 @dataclass
 class _Stripe:
     split: InputSplit
-    table: Any
+    table: Any  # the records (pyarrow.Table) while Spark gets them as Arrow, else None
+    rows: int
     position: int
-    started: float  # monotonic time at which the stripe's record 0 was released
+    started: float = 0.0  # monotonic time at which the stripe's record 0 was released
     file: str | None = None  # the stripe as Parquet for Spark to scan, None: not written
 
 
@@ -243,8 +244,7 @@ class ReplaySourceReader:
 
         index = int(split.path.rsplit("#stripe", 1)[1].split("of")[0])
         table = self._source.stripe(index)
-        started = time.monotonic() - position / self._rate  # resume at the same pace
-        stripe = _Stripe(split, table, position, started)
+        stripe = _Stripe(split, table, table.num_rows, position)
         if self._schema is None:  # Spark's schema of the files: no inference per bundle
             self._schema = arrow_spark_schema(
                 table.schema.append(pa.field(SPLIT_COLUMN, pa.string())).append(
@@ -253,6 +253,8 @@ class ReplaySourceReader:
             )
         if self._schema is not None:
             stripe.file = self._write_stripe(stripe, index)
+            stripe.table = None  # Spark reads the file: the records need not stay in memory
+        stripe.started = time.monotonic() - position / self._rate  # resume at the same pace
         self._stripes.append(stripe)
 
     def _write_stripe(self, stripe: _Stripe, index: int) -> str:
@@ -261,7 +263,7 @@ class ReplaySourceReader:
         import numpy as np
         import pyarrow as pa
 
-        rows = stripe.table.num_rows
+        rows = stripe.rows
         table = stripe.table.append_column(
             SPLIT_COLUMN, pa.repeat(stripe.split.split_id, rows)
         ).append_column(_POSITION, pa.array(np.arange(rows, dtype=np.int64)))
@@ -270,7 +272,8 @@ class ReplaySourceReader:
         directory = self._files_dir or self._own_dir
         assert directory is not None
         path = exchange_store.join(directory, f"stripe-{index}.parquet")
-        exchange_store.write_parquet(table, path, row_group_size=_ROW_GROUP_ROWS)
+        size = exchange_store.write_parquet(table, path, row_group_size=_ROW_GROUP_ROWS)
+        logger.info("replay stripe %d: %d records for Spark to scan, %d bytes", index, rows, size)
         return path
 
     def wants_splits(self) -> bool:
@@ -288,7 +291,7 @@ class ReplaySourceReader:
             waits = [
                 s.started + (s.position + 1) / self._rate - now
                 for s in self._stripes
-                if s.position < s.table.num_rows
+                if s.position < s.rows
             ]
             time.sleep(max(0.0, min([timeout, *waits])))
             return None
@@ -301,9 +304,9 @@ class ReplaySourceReader:
             ranges.append((stripe, stripe.position, stripe.position + take))
             stripe.position += take
             newest = max(newest, stripe.started + stripe.position / self._rate)
-            done = stripe.position >= stripe.table.num_rows
+            done = stripe.position >= stripe.rows
             progress.append(SplitState(stripe.split, stripe.position, finished=done))
-        self._stripes = [s for s in self._stripes if s.position < s.table.num_rows]
+        self._stripes = [s for s in self._stripes if s.position < s.rows]
         frame = self._frame(ranges)
         wall = time.time() - (time.monotonic() - newest)
         return SourceBundle(
@@ -312,6 +315,7 @@ class ReplaySourceReader:
             split_column=SPLIT_COLUMN,
             available_at_ms=round(wall * 1000),
             internal_columns=(SPLIT_COLUMN,),
+            scans_own_files=bool(ranges) and ranges[0][0].file is not None,
         )
 
     def _frame(self, ranges: list[tuple[_Stripe, int, int]]) -> Any:
@@ -344,8 +348,8 @@ class ReplaySourceReader:
     def _released(self, stripe: _Stripe, now: float, whole: bool) -> int:
         """Records of ``stripe`` released by ``now`` (monotonic s): all of them if ``whole``."""
         if whole:
-            return int(stripe.table.num_rows)
-        return min(stripe.table.num_rows, int((now - stripe.started) * self._rate))
+            return stripe.rows
+        return min(stripe.rows, int((now - stripe.started) * self._rate))
 
     def snapshot(self) -> list[SplitState]:
         return [SplitState(s.split, s.position) for s in self._stripes]

@@ -39,8 +39,9 @@ def parquet_spark_schema(path: str) -> Any:
 def arrow_spark_schema(schema: Any) -> Any:
     """The ``StructType`` of records of ``schema`` (``pyarrow.Schema``), both as
     ``createDataFrame`` gives them and as Spark's Parquet reader reads a file of them written
-    by pyarrow; None when that is not certain (see the module docstring). No session: it
-    holds on Spark Connect too, which cannot infer a schema from an empty table.
+    by pyarrow (the same types; a file scan makes every column nullable); None when that is
+    not certain (see the module docstring). No session: it holds on Spark Connect too, which
+    cannot infer a schema from an empty table.
 
     Threading:
         Any thread.

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from millrace.api.connector.source import SourceBundle
 from millrace.config import Configuration, PipelineOptions
 from millrace.connectors.parquet_sink import ParquetSink
 
@@ -27,6 +28,7 @@ __all__ = [
     "side_output_dir",
     "side_output_rows",
     "side_output_sinks",
+    "source_column",
 ]
 
 DEAD_LETTERS = "dead-letters"
@@ -56,3 +58,15 @@ def side_output_rows(frame: Any, source: Any, subtask: int) -> Any:
     from pyspark.sql import functions as F
 
     return frame.select(source.alias("source"), "reason", "record", F.lit(subtask).alias("subtask"))
+
+
+def source_column(bundle: SourceBundle) -> Any:
+    """The ``source`` Column of a bundle's side-output rows: Spark's input file name of each
+    row, else (and for files the reader wrote for Spark itself, ``scans_own_files``) the
+    bundle's splits. Lazy."""
+    from pyspark.sql import functions as F
+
+    splits = F.lit(", ".join(s.split.describe() for s in bundle.progress))
+    if bundle.scans_own_files:
+        return splits
+    return F.coalesce(F.nullif(F.input_file_name(), F.lit("")), splits)

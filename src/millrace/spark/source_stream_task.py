@@ -49,7 +49,7 @@ from millrace.runtime.io.partition_events import (
 )
 from millrace.spark.exchange import write_exchange_files, write_rebalanced
 from millrace.spark.running_aggregation import keyed_exchange_frame
-from millrace.spark.side_outputs import DEAD_LETTERS, LATE, side_output_rows
+from millrace.spark.side_outputs import DEAD_LETTERS, LATE, side_output_rows, source_column
 from millrace.spark.source_watermarks import SplitWatermarkTracker
 from millrace.spark.stream_task import SparkStreamTask
 from millrace.spark.windowing import (
@@ -332,13 +332,13 @@ class SourceStreamTask(SparkStreamTask):
         counts = {"rows": known_rows} if known_rows is not None else observed_in.get
         env.metrics.records_in += int(counts["rows"])
         dead = int(counts.get("dead") or 0)
-        splits = [s.split.describe() for s in bundle.progress]
+        source = source_column(bundle)
         if dead:
             env.metrics.dead_letters += dead
-            self._write_dead_letters(base, reason, bundle, splits, sequence)
+            self._write_dead_letters(base, reason, bundle, source, sequence)
         if late and watermark is not None:
             env.metrics.late_records += late
-            self._write_late(windowed, tail, watermark, splits, sequence)
+            self._write_late(windowed, tail, watermark, source, sequence)
         return {
             split_id: int(counts[f"max{i}"])
             for i, split_id in enumerate(split_ids)
@@ -422,7 +422,7 @@ class SourceStreamTask(SparkStreamTask):
         env.metrics.records_out += table.num_rows
 
     def _write_dead_letters(
-        self, base: Any, reason: Any, bundle: SourceBundle, splits: list[str], sequence: int
+        self, base: Any, reason: Any, bundle: SourceBundle, source: Any, sequence: int
     ) -> None:
         from pyspark.sql import functions as F
 
@@ -433,10 +433,10 @@ class SourceStreamTask(SparkStreamTask):
         bad = base.select(reason.alias("reason"), record.alias("record")).where(
             F.col("reason").isNotNull()
         )
-        self._stage_side_output(DEAD_LETTERS, bad, splits, sequence)
+        self._stage_side_output(DEAD_LETTERS, bad, source, sequence)
 
     def _write_late(
-        self, windowed: Any, tail: Any, watermark: int, splits: list[str], sequence: int
+        self, windowed: Any, tail: Any, watermark: int, source: Any, sequence: int
     ) -> None:
         from pyspark.sql import functions as F
 
@@ -452,10 +452,11 @@ class SourceStreamTask(SparkStreamTask):
             F.format_string(reason, window_end_ms(tail.window), F.lit(watermark)).alias("reason"),
             F.to_json(F.struct(*columns)).alias("record"),
         )
-        self._stage_side_output(LATE, late, splits, sequence)
+        self._stage_side_output(LATE, late, source, sequence)
 
-    def _stage_side_output(self, tag: str, frame: Any, splits: list[str], sequence: int) -> None:
-        """One Spark job collects the rows; the side output's sink stages them.
+    def _stage_side_output(self, tag: str, frame: Any, source: Any, sequence: int) -> None:
+        """One Spark job collects the rows (``source``: the column naming their origin); the
+        side output's sink stages them.
 
         Raises:
             PipelineError: If the JobGraph chained no sink for side output ``tag``.
@@ -466,7 +467,7 @@ class SourceStreamTask(SparkStreamTask):
                 self.environment.task_name,
             )
         position, sink = self.side_outputs[tag]
-        rows = side_output_rows(frame, _source_column(splits), self.tdd.subtask_index)
+        rows = side_output_rows(frame, source, self.tdd.subtask_index)
         self.stage(position, sink, self.collect(rows), sequence)
 
 
@@ -477,13 +478,6 @@ def _require_column(frame: Any, column: str, task_name: str) -> None:
             f"{frame.columns}); keep it through transform()",
             task_name,
         )
-
-
-def _source_column(splits: list[str]) -> Any:
-    """Which file a row came from: Spark's input file name, else the bundle's splits."""
-    from pyspark.sql import functions as F
-
-    return F.coalesce(F.nullif(F.input_file_name(), F.lit("")), F.lit(", ".join(splits)))
 
 
 def _split_late(table: Any) -> tuple[Any, int]:

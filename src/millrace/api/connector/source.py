@@ -92,6 +92,9 @@ class SourceBundle:
             unknown.
         internal_columns: Columns of ``frame`` the pipeline does not see (the raw record, the
             split column...): dropped once malformed records are set aside.
+        scans_own_files: Whether ``frame`` scans files the reader wrote for Spark
+            (``SourceReaderContext.files_dir``): their names mean nothing to users, so side
+            outputs name the bundle's splits instead.
     """
 
     frame: Any
@@ -102,6 +105,7 @@ class SourceBundle:
     full_parse: Any = None
     available_at_ms: int | None = None
     internal_columns: tuple[str, ...] = ()
+    scans_own_files: bool = False
 
     def rows_from_statistics(self, event_time: str | None) -> int | None:
         """The bundle's record count when file statistics give it and no record can be
