@@ -8,9 +8,8 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
-from pyspark.sql import functions as F
 
-from millrace import Configuration, ParquetSink, ReplaySource, StreamExecutionEnvironment, tumbling
+from millrace import Configuration, ReplaySource, StreamExecutionEnvironment
 from millrace.api.connector.source import WHOLE_INPUT, SourceReaderContext
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
@@ -18,6 +17,7 @@ from millrace.spark.side_outputs import source_column
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.integration.helpers import (
     assert_same_result,
+    build_replayed_flight_delays,
     expected_flight_delays,
     read_flights,
     read_output,
@@ -114,25 +114,7 @@ def test_flight_delays_over_a_replay_equals_pandas(spark, flights_dir, tmp_path)
         }
     )
     env = StreamExecutionEnvironment(conf, spark).enable_checkpointing(500)
-    (
-        env.from_source(
-            ReplaySource(
-                str(flights_dir),
-                "time_hour",
-                rate=rate,
-                stripes=4,
-                max_disorder_ms=3_600_000,
-                columns=("carrier", "time_hour", "dep_delay"),
-            ),
-            event_time="time_hour",
-            max_out_of_orderness="6 h",
-        )
-        .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
-        .key_by("carrier")
-        .window(tumbling("1 day"))
-        .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-        .sink_to(ParquetSink(str(tmp_path / "out")))
-    )
+    build_replayed_flight_delays(env, flights_dir, tmp_path / "out", rate)
     graph = env.get_job_graph("replayed-delays")
     assert graph.configuration["execution.checkpointing.interval"] == "500 ms"
     started = time.monotonic()

@@ -59,34 +59,18 @@ env.execute("flight-delays-connect-held")
 
 
 REPLAY_JOB = '''
-"""Flight delays over a ReplaySource: ``job.py FLIGHTS OUT``."""
+"""Flight delays over a ReplaySource: ``job.py ROOT FLIGHTS OUT``."""
 import sys
+from pathlib import Path
 
-from pyspark.sql import functions as F
+sys.path.insert(0, sys.argv[1])  # the repository: the tests' helpers
 
-from millrace import ParquetSink, ReplaySource, StreamExecutionEnvironment, tumbling
+from millrace import StreamExecutionEnvironment
+from tests.integration.helpers import build_replayed_flight_delays
 
-flights, out = sys.argv[1:3]
+flights, out = map(Path, sys.argv[2:4])
 env = StreamExecutionEnvironment.get_execution_environment()
-(
-    env.from_source(
-        ReplaySource(
-            flights,
-            "time_hour",
-            rate=400_000,
-            stripes=4,
-            max_disorder_ms=3_600_000,
-            columns=("carrier", "time_hour", "dep_delay"),
-        ),
-        event_time="time_hour",
-        max_out_of_orderness="6 h",
-    )
-    .transform(lambda df: df.where(F.col("dep_delay").isNotNull()))
-    .key_by("carrier")
-    .window(tumbling("1 day"))
-    .agg(F.count("*").alias("flights"), F.avg("dep_delay").alias("avg_dep_delay"))
-    .sink_to(ParquetSink(out))
-)
+build_replayed_flight_delays(env, flights, out, rate=400_000)
 env.execute("replay-connect")
 '''
 
@@ -157,7 +141,7 @@ def test_a_replay_reaches_the_connect_server_as_stripe_files_and_equals_pandas(
     script.write_text(REPLAY_JOB)
     out = tmp_path / "out"
     known = {job["id"] for job in cluster.rest("/jobs")["jobs"]}
-    client = run_client(cluster, script, flights_dir, out)
+    client = run_client(cluster, script, ROOT, flights_dir, out)
     watch_client(cluster, client, known)
 
     assert client.process.returncode == 0, client.output()[-5000:]
