@@ -31,7 +31,7 @@ from millrace.connectors.file_formats import (
 )
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import MAX_WATERMARK, MIN_WATERMARK
-from millrace.spark.parquet_schema import arrow_spark_schema
+from millrace.spark.parquet_schema import parquet_spark_schema
 
 __all__ = ["DirectorySource", "DirectorySourceReader", "DirectorySplitEnumerator"]
 
@@ -168,7 +168,6 @@ class DirectorySourceReader:
         self._spark = context.spark
         self._max_records = context.max_records
         self._queue: deque[SplitState] = deque()
-        self._schemas: tuple[Any, Any] | None = None  # (Arrow schema, Spark's) of the last scan
 
     def add_split(self, split: InputSplit, position: int) -> None:
         self._queue.append(SplitState(split, position))
@@ -234,12 +233,8 @@ class DirectorySourceReader:
             or not (url.startswith("file://") or "://" not in url)
         ):
             return None
-        arrow = _parquet_schema(url)
-        if self._schemas is None or not self._schemas[0].equals(arrow):
-            # no schema inference per file (a Spark job): the types createDataFrame gives
-            self._schemas = (arrow, arrow_spark_schema(arrow))
-        spark_schema = self._schemas[1]
-        return None if spark_schema is None else self._spark.read.schema(spark_schema).parquet(url)
+        schema = parquet_spark_schema(url)  # given: no schema inference (a Spark job) per file
+        return None if schema is None else self._spark.read.schema(schema).parquet(url)
 
     def snapshot(self) -> list[SplitState]:
         return list(self._queue)
@@ -249,14 +244,6 @@ class DirectorySourceReader:
 
     def close(self) -> None:
         self._queue.clear()
-
-
-def _parquet_schema(url: str) -> Any:
-    import fsspec
-    import pyarrow.parquet as pq
-
-    with fsspec.open(url, "rb") as f:
-        return pq.ParquetFile(f).schema_arrow
 
 
 def _parquet_rows(url: str) -> int:

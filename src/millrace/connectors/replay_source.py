@@ -36,11 +36,7 @@ from millrace.api.connector.source import (
     SourceBundle,
     SourceReaderContext,
 )
-from millrace.connectors.file_formats import (
-    FileFormat,
-    absolute_local_path,
-    list_files,
-)
+from millrace.connectors.file_formats import FileFormat, absolute_local_path, list_files
 from millrace.connectors.file_split_enumerator import FileSplitEnumerator
 from millrace.runtime.io import exchange_store
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
