@@ -1030,7 +1030,15 @@ _ZNODE_PATH = re.compile(r"^/?[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 
 
 class PipelineOptions:
-    """Keys of a pipeline's side outputs."""
+    """Keys of a pipeline's shape and side outputs."""
+
+    CHAIN_KEYED_STAGES = _bool(
+        "pipeline.chain-keyed-stages",
+        True,
+        "In STREAMING, chain a window of parallelism 1 into the source of parallelism 1 that "
+        "feeds it: one task, no exchange files between them (false: two vertices, as at "
+        "higher parallelism). A live rescale above 1 splits the chain.",
+    )
 
     SIDE_OUTPUT_DIR = _str(
         "pipeline.side-output.dir",

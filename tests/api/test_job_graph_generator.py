@@ -23,7 +23,7 @@ from millrace.api.operators import (
     WindowAssignOperator,
 )
 from millrace.errors import ConfigError, PipelineError, UserCodeError
-from millrace.runtime.jobgraph import DistributionPattern, OperatorKind
+from millrace.runtime.jobgraph import DistributionPattern, JobGraph, JobVertex, OperatorKind
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -273,24 +273,12 @@ def test_window_functions_reject_bad_arguments_before_anything_runs(env) -> None
         env.get_job_graph("job")
 
 
-@pytest.mark.parametrize(
-    ("mode", "source_p", "keyed_p", "chained"),
-    [
-        ("BATCH", 1, 1, True),  # the HASH edge between two single subtasks is forward
-        ("BATCH", 2, 2, False),
-        ("BATCH", 1, 2, False),
-        ("BATCH", 2, 1, False),
-        ("STREAMING", 1, 1, False),  # keyed state stays apart: checkpoints, rescaling
-    ],
-)
-def test_batch_chains_a_keyed_stage_of_one_subtask_into_its_source_of_one(
-    spark, mode, source_p, keyed_p, chained
-) -> None:
+def keyed_pipeline(spark, mode: str, source_p: int, keyed_p: int, **settings: object) -> JobGraph:
+    """src -> before -> window(1 day) -> after -> parquet, as a JobGraph."""
     from pyspark.sql import functions as F
 
-    from millrace.api.keyed_chaining import KEYED_CHAIN_TASK
-
-    env = StreamExecutionEnvironment(Configuration({"parallelism.default": keyed_p}), spark)
+    settings = {"parallelism.default": keyed_p, **settings}
+    env = StreamExecutionEnvironment(Configuration(settings), spark)
     env.set_runtime_mode(mode)
     (
         env.from_source(FileSource.parquet("in"), event_time="ts", name="src")
@@ -302,13 +290,35 @@ def test_batch_chains_a_keyed_stage_of_one_subtask_into_its_source_of_one(
         .transform(lambda df: df, name="after")
         .sink_to(ParquetSink("out"))
     )
-    graph = env.get_job_graph("job")
+    return env.get_job_graph("job")
+
+
+@pytest.mark.parametrize(
+    ("mode", "source_p", "keyed_p", "chained"),
+    [
+        ("BATCH", 1, 1, True),  # the HASH edge between two single subtasks is forward
+        ("BATCH", 2, 2, False),
+        ("BATCH", 1, 2, False),
+        ("BATCH", 2, 1, False),
+        ("STREAMING", 1, 1, True),
+        ("STREAMING", 2, 2, False),
+        ("STREAMING", 1, 2, False),
+    ],
+)
+def test_a_keyed_stage_of_one_subtask_is_chained_into_its_source_of_one(
+    spark, mode, source_p, keyed_p, chained
+) -> None:
+    from millrace.api.keyed_chaining import KEYED_CHAIN_STREAM_TASK, KEYED_CHAIN_TASK
+
+    graph = keyed_pipeline(spark, mode, source_p, keyed_p)
+    task = KEYED_CHAIN_TASK if mode == "BATCH" else KEYED_CHAIN_STREAM_TASK
     if not chained:
         assert len(graph.vertices) == 2 and len(graph.edges) == 1
-        assert KEYED_CHAIN_TASK not in [v.invokable for v in graph.vertices]
+        assert task not in [v.invokable for v in graph.vertices]
+        assert all(v.chained_keyed is None for v in graph.vertices)
         return
     (vertex,) = graph.vertices
-    assert not graph.edges and vertex.is_source and vertex.invokable == KEYED_CHAIN_TASK
+    assert not graph.edges and vertex.is_source and vertex.invokable == task
     assert [type(op.deserialize()) for op in vertex.operators] == [
         SourceOperator,
         TransformOperator,
@@ -321,3 +331,32 @@ def test_batch_chains_a_keyed_stage_of_one_subtask_into_its_source_of_one(
     ]
     assert [op.kind for op in vertex.operators][-2:] == [OperatorKind.SIDE_OUTPUT] * 2
     assert vertex.name.startswith("src -> before -> ") and "-> after -> " in vertex.name
+
+
+def test_a_streaming_keyed_chain_splits_back_into_the_vertices_it_was_chained_from(spark) -> None:
+    """Same ids, chains, names and edge as the job built unchained; sinks keep their keys."""
+    (chain,) = keyed_pipeline(spark, "STREAMING", 1, 1).vertices
+    apart = keyed_pipeline(spark, "STREAMING", 1, 1, **{"pipeline.chain-keyed-stages": False})
+    vertices, edges = chain.unchained()
+    assert [v.vertex_id for v in vertices] == [v.vertex_id for v in apart.vertices]
+    assert edges == apart.edges
+
+    def shape(v: JobVertex) -> tuple:  # payloads: each build pickles its own lambdas
+        return (
+            v.name,
+            v.parallelism,
+            v.invokable,
+            v.is_source,
+            [(o.kind, o.name) for o in v.operators],
+        )
+
+    assert [shape(v) for v in vertices] == [shape(v) for v in apart.vertices]
+    sinks = [i for i, op in enumerate(chain.operators) if op.kind.writes]
+    unchained = {
+        (v.vertex_id, i)
+        for v in apart.vertices
+        for i, op in enumerate(v.operators)
+        if op.kind.writes
+    }
+    assert {chain.unchained_position(i) for i in sinks} == unchained
+    assert chain.unchained_position(0) == (chain.vertex_id, 0)

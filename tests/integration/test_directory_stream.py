@@ -1,6 +1,7 @@
 """An unbounded job over a directory that files keep arriving in: windows fire as event time
 advances, output becomes visible checkpoint by checkpoint, a lost TaskManager costs nothing,
-and a savepoint carries the job over to a new run at another parallelism.
+and a savepoint carries the job over to a new run at another parallelism (from the chained
+source and window of parallelism 1 to two vertices of parallelism 3).
 """
 
 from __future__ import annotations
@@ -69,10 +70,12 @@ def test_a_savepoint_resumes_in_a_new_job_at_another_parallelism(
     inbox.mkdir()
     flights = read_flights(flights_dir)
     expected = expected_flight_delays(flights)
-    first = Configuration(stream_settings(tmp_path))
+    # at parallelism 1 the window is chained into the source: one task, one vertex
+    first = Configuration(stream_settings(tmp_path, **{"parallelism.default": 1}))
     env = StreamExecutionEnvironment(first, spark)
     build_inbox_delays(env, inbox, out)
     graph = env.get_job_graph("inbox-delays")
+    assert len(graph.vertices) == 1 and graph.vertices[0].chained_keyed is not None
     with MiniCluster(first, SparkTaskRuntime(first, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
@@ -95,7 +98,8 @@ def test_a_savepoint_resumes_in_a_new_job_at_another_parallelism(
     build_inbox_delays(env, inbox, out)
     resumed = env.get_job_graph("inbox-delays-resumed")
     assert resumed.savepoint_path == savepoint
-    assert [v.vertex_id for v in resumed.vertices] == [v.vertex_id for v in graph.vertices]
+    unchained = [u.vertex_id for v in graph.vertices for u in v.unchained()[0]]
+    assert [v.vertex_id for v in resumed.vertices] == unchained  # two vertices, the same ids
     with MiniCluster(second, SparkTaskRuntime(second, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)

@@ -9,7 +9,11 @@ from millrace.runtime.checkpoint.checkpoint_history import (
     CheckpointTaskStatistics,
 )
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
-from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
+from millrace.runtime.checkpoint.task_state_snapshot import (
+    ChainedKeyedState,
+    KeyedStateHandle,
+    TaskStateSnapshot,
+)
 from millrace.runtime.control_messages import CONTROL_MESSAGES, control_message_codec
 from millrace.runtime.deployment import (
     Acknowledge,
@@ -51,6 +55,7 @@ from millrace.runtime.job_result import (
     VertexDetails,
 )
 from millrace.runtime.jobgraph import (
+    ChainedKeyedStage,
     DistributionPattern,
     JobEdge,
     JobGraph,
@@ -85,6 +90,7 @@ DETAILS = JobDetails(
 OPERATOR = SerializedOperator(OperatorKind.SINK, "Sink: parquet at out", b"\x80\x05user code")
 VERTEX = JobVertex("flights -> departed", 2, "m:Task", (OPERATOR,), True, "v1")
 EDGE = JobEdge("v1", "v2", DistributionPattern.HASH, ("carrier",))
+CHAINED = ChainedKeyedStage("v2", "window", "m:Window", "src", "m:Source", 1, 0, ("carrier",))
 TDD = TaskDeploymentDescriptor(
     "job",
     "flight-delays",
@@ -183,7 +189,11 @@ SAMPLES = [
         ("/data/flights-2013-01.parquet",),
         {3: ("/out/.pending/job/part-1.a.parquet",)},
         1_359_676_799_999,
+        ChainedKeyedState((KeyedStateHandle("/chk/w.parquet", 0, 127, 3),), 1_359_676_799_000),
     ),
+    ChainedKeyedState(),
+    CHAINED,
+    JobVertex("src -> window", 1, "m:Chain", (OPERATOR,), True, "v1", CHAINED),
     RECORD,
     CheckpointStatistics(2000, "EXACTLY_ONCE", 4, 1, 1, "", ["/chk/job/chk-4"], [RECORD]),
     TaskClock("flights", 1, 1_359_676_799_999),

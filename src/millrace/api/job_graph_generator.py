@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from millrace.api.join_operators import IntervalJoinOperator, RebalanceOperator, WindowJoinOperator
-from millrace.api.keyed_chaining import chain_keyed_stages
+from millrace.api.keyed_chaining import chain_keyed_stages, chain_keyed_streaming_stages
 from millrace.api.multi_input_transformations import MultiInputTransformation
 from millrace.api.operators import (
     KeyedAggregateOperator,
@@ -90,6 +90,7 @@ def generate_job_graph(
     max_parallelism: int,
     side_outputs: Mapping[str, Any] | None = None,
     batch: bool = False,
+    chain_keyed: bool = True,
 ) -> JobGraph:
     """Build the JobGraph of the pipelines ending in ``sinks``.
 
@@ -103,6 +104,8 @@ def generate_job_graph(
         batch: Build the BATCH form (``BATCH_TASKS``: each stage runs to its end; a keyed
             stage of parallelism 1 fed by a source of parallelism 1 is chained into it,
             ``api/keyed_chaining.py``).
+        chain_keyed: In STREAMING, chain a window of parallelism 1 into the source of
+            parallelism 1 feeding it (``pipeline.chain-keyed-stages``, ``api/keyed_chaining.py``).
 
     Raises:
         PipelineError: If the pipeline has no sink, branches, or uses a construct that cannot be
@@ -150,7 +153,10 @@ def generate_job_graph(
                 )
             vertex.invokable = BATCH_TASKS[vertex.invokable]
         chain_keyed_stages(vertices, edges)  # a HASH edge between two single subtasks
-    return _with_stable_ids(JobGraph(name, vertices, edges, max_parallelism=max_parallelism))
+    graph = _with_stable_ids(JobGraph(name, vertices, edges, max_parallelism=max_parallelism))
+    if not batch and chain_keyed:  # after the ids: checkpoints name both vertices as unchained
+        chain_keyed_streaming_stages(graph.vertices, graph.edges)
+    return graph
 
 
 def _sources(head: Transformation | None) -> list[SourceTransformation]:

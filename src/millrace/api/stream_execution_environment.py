@@ -257,6 +257,7 @@ class StreamExecutionEnvironment:
             self._max_parallelism,
             side_output_sinks(Configuration(settings), job_name),
             batch=mode is RuntimeExecutionMode.BATCH,
+            chain_keyed=self.configuration.get(PipelineOptions.CHAIN_KEYED_STAGES),
         )
         job_graph.configuration = settings
         savepoint = self.configuration.get(CheckpointingOptions.SAVEPOINT_PATH)

@@ -13,7 +13,11 @@ from millrace.runtime.checkpoint.checkpoint_history import (
     CheckpointTaskStatistics,
 )
 from millrace.runtime.checkpoint.checkpoint_statistics import CheckpointStatistics
-from millrace.runtime.checkpoint.task_state_snapshot import KeyedStateHandle, TaskStateSnapshot
+from millrace.runtime.checkpoint.task_state_snapshot import (
+    ChainedKeyedState,
+    KeyedStateHandle,
+    TaskStateSnapshot,
+)
 from millrace.runtime.deployment import (
     Acknowledge,
     InputChannelDescriptor,
@@ -52,6 +56,7 @@ from millrace.runtime.job_result import (
     VertexDetails,
 )
 from millrace.runtime.jobgraph import (
+    ChainedKeyedStage,
     DistributionPattern,
     JobEdge,
     JobGraph,
@@ -134,6 +139,8 @@ CONTROL_MESSAGES: tuple[tuple[int, type], ...] = (
     # issue 13: live DAG changes (90-99)
     (90, JobChangeRequest),
     (91, JobChangeResult),
+    (92, ChainedKeyedStage),
+    (93, ChainedKeyedState),
 )
 
 

@@ -38,7 +38,7 @@ from millrace.api.operators import (
 )
 from millrace.config import ExecutionOptions
 from millrace.errors import CheckpointDeclinedError, PipelineError
-from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
+from millrace.runtime.checkpoint.task_state_snapshot import ChainedKeyedState, TaskStateSnapshot
 from millrace.runtime.io import exchange_store
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
@@ -215,6 +215,7 @@ class SourceStreamTask(SparkStreamTask):
         env = self.environment
         for checkpoint_id, timestamp_ms in env.take_checkpoint_triggers():
             try:
+                chained = self._chained_snapshot(checkpoint_id)
                 sink_pending = self.pre_commit(checkpoint_id)
             except CheckpointDeclinedError as declined:
                 if self.tdd.output_partition is not None:
@@ -230,10 +231,15 @@ class SourceStreamTask(SparkStreamTask):
                 finished_splits=tuple(self._finished),
                 sink_pending=sink_pending,
                 watermark_ms=self._tracker.emitted,
+                chained=chained,
             )
             if self.tdd.output_partition is not None:
                 env.broadcast(CheckpointBarrier(checkpoint_id, timestamp_ms))
             env.checkpoint_responder.acknowledge_checkpoint(checkpoint_id, snapshot)
+
+    def _chained_snapshot(self, checkpoint_id: int) -> ChainedKeyedState | None:
+        """The state of a keyed stage chained into this task (``KeyedChainStreamTask``)."""
+        return None
 
     # Bundles -----------------------------------------------------------------------------------
 

@@ -78,16 +78,8 @@ class WindowStreamTask(SparkStreamTask):
     def invoke(self) -> None:
         env = self.environment
         op, gate = self.keyed_chain(WindowAggregateOperator, "a window chain")
-        self._op = op
         self._input_schemas = InputSchemas(self.tdd.input_channels, env.task_name)
-        self._files: list[DataBundle] = []
-        self._fresh: set[str] = set()  # paths of files received since the last firing
-        self._fired = MIN_WATERMARK
-        self._sequence = 0
-        self._schema: Any = None  # schema of the exchange files, known after the first read
-        self._large_var_types: bool | None = None  # the session's, read at the first firing
-        if env.restore is not None:
-            self._restore(env.restore)
+        self._open_window(op, self.transforms, env.restore)
         poll_timeout = env.configuration.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
         max_files = env.configuration.get(ExecutionOptions.STATE_COMPACTION_FILES)
         while not gate.finished:
@@ -106,6 +98,22 @@ class WindowStreamTask(SparkStreamTask):
             self._fire(gate.watermark)
         self.report_clock(self._fired, force=True)
         gate.close()
+
+    def _open_window(
+        self, op: WindowAggregateOperator, transforms: list[Any], restore: Any
+    ) -> None:
+        """Set up the window's state (restored from ``restore``, a ``TaskStateSnapshot`` or
+        None); ``transforms`` follow the window in the chain."""
+        self._op = op
+        self._fired_transforms = transforms
+        self._files: list[DataBundle] = []
+        self._fresh: set[str] = set()  # paths of files received since the last firing
+        self._fired = MIN_WATERMARK
+        self._sequence = 0
+        self._schema: Any = None  # schema of the exchange files, known after the first read
+        self._large_var_types: bool | None = None  # the session's, read at the first firing
+        if restore is not None:
+            self._restore(restore)
 
     def _accept(self, events: list[tuple[int, PartitionEvent]]) -> None:
         for channel, event in events:
@@ -164,7 +172,7 @@ class WindowStreamTask(SparkStreamTask):
         started = time.perf_counter()
         frame: Any = None
         table = None
-        if arrow_firing_applies(op, self.transforms):  # no Spark job: Arrow merges partials
+        if arrow_firing_applies(op, self._fired_transforms):  # no Spark job: Arrow merges partials
             if self._large_var_types is None:
                 conf = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes")
                 self._large_var_types = conf == "true"
@@ -174,7 +182,7 @@ class WindowStreamTask(SparkStreamTask):
         if table is None:
             frame = self._pending_frame()
             result = fired_windows(frame, op, watermark, self._fired)
-            table = self.collect(self.apply_transforms(result, self.transforms))
+            table = self.collect(self.apply_transforms(result, self._fired_transforms))
         env.metrics.records_out += self.write_sinks(table, self._sequence)
         env.metrics.bundles += 1
         self._sequence += 1

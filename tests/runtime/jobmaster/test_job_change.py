@@ -105,3 +105,35 @@ def test_downtime_runs_from_the_stop_to_every_task_running() -> None:
     assert "to every task RUNNING 600 ms" in result.downtime()
     sources_only = JobChangeResult("j", "c", "/sp", 7, 1_000, 1_300, 1_500, -1)
     assert sources_only.downtime_ms == 200 and "not yet" in sources_only.downtime()
+
+
+def test_a_rescale_above_one_splits_a_chained_keyed_vertex_into_its_two_vertices() -> None:
+    from millrace.runtime.jobmaster.job_change import ChainSplit
+    from tests.runtime.checkpoint.test_chained_state import chained_graph
+    from tests.runtime.checkpoint.test_checkpoint_state import graph as two_vertices
+
+    job = chained_graph()
+    with pytest.raises(JobChangeError, match="already runs at parallelism 1"):
+        plan_change(job, JobChangeRequest(parallelism=1))
+    split, *changes = plan_change(job, JobChangeRequest(parallelism=3))
+    assert isinstance(split, ChainSplit) and len(job.vertices) == 1  # planned, not applied
+    for change in (split, *changes):
+        change.apply()
+    assert [(v.vertex_id, v.name, v.parallelism) for v in job.vertices] == [
+        ("src", "source", 3),
+        ("win", "window", 3),
+    ]
+    assert [v.invokable for v in job.vertices] == ["m:Source", "m:Window"]
+    assert [(e.source, e.target, e.pattern) for e in job.edges] == [
+        ("src", "win", DistributionPattern.HASH)
+    ]
+    assert [[o.kind for o in v.operators] for v in job.vertices] == [
+        [OperatorKind.SOURCE, OperatorKind.SIDE_OUTPUT],
+        [OperatorKind.WINDOW, OperatorKind.SINK],
+    ]
+    assert [v.vertex_id for v in job.vertices] == [v.vertex_id for v in two_vertices(3).vertices]
+
+    only_window = chained_graph()
+    for change in plan_change(only_window, JobChangeRequest(parallelism=2, vertex="window")):
+        change.apply()
+    assert [v.parallelism for v in only_window.vertices] == [1, 2]

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from millrace.errors import CheckpointError, describe
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
+from millrace.runtime.checkpoint.chained_state import unchained_snapshots
 from millrace.runtime.checkpoint.checkpoint_history import CheckpointHistory, CheckpointRecord
 from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
 from millrace.runtime.checkpoint.checkpoint_storage import (
@@ -300,11 +301,14 @@ class CheckpointCoordinator:
                 finished_splits=self._context.restored_finished_splits(v.vertex_id),
                 unassigned_splits=pending.unassigned.get(v.vertex_id, ()),
             )
-            for v in self._job.vertices
+            for chain in self._job.vertices
+            for v in chain.unchained()[0]
         }
         for attempt_id, snapshot in pending.acks.items():
             target = pending.targets[attempt_id]
-            vertices[target.vertex_id].subtasks[target.subtask_index] = snapshot
+            chain = self._job.vertex(target.vertex_id)
+            for vertex_id, part in unchained_snapshots(chain, snapshot):
+                vertices[vertex_id].subtasks[target.subtask_index] = part
         pending.carried = self._owed.merge_into(vertices)
         metadata = CheckpointMetadata(
             job_id=self._job.job_id,
@@ -426,7 +430,8 @@ class CheckpointCoordinator:
                     v.parallelism,
                     finished_splits=tuple(sorted(finished_splits.get(v.vertex_id, ()))),
                 )
-                for v in self._job.vertices
+                for chain in self._job.vertices
+                for v in chain.unchained()[0]
             ],
             earlier_commits=(*earlier, own),
         )

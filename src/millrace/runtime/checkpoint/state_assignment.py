@@ -7,7 +7,8 @@ tied to subtasks: the finished splits are left out of the enumeration and the op
 handed out again with their positions, to whichever subtask asks (``SourceCoordinator``); every
 source subtask resumes at the lowest watermark any of them had, so that no record read again is
 judged late.
-Vertices are matched by id, which is stable across runs of the same pipeline.
+Vertices are matched by id, which is stable across runs of the same pipeline; a keyed vertex
+chained into its source restores as the two vertices it was chained from (``chained_state``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from millrace.errors import CheckpointError
+from millrace.runtime.checkpoint.chained_state import chained_restore
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointMetadata
 from millrace.runtime.checkpoint.key_groups import KeyGroupRange, key_group_range
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
@@ -68,7 +70,8 @@ def assign_state(metadata: CheckpointMetadata, job_graph: JobGraph) -> StateAssi
             f"the checkpoint has {metadata.max_parallelism} key groups, the job "
             f"{job_graph.max_parallelism} (pipeline.max-parallelism must stay the same)"
         )
-    vertices = {v.vertex_id: v for v in job_graph.vertices}
+    # a keyed vertex chained into its source restores as the two vertices (chained_state)
+    vertices = {v.vertex_id: v for chain in job_graph.vertices for v in chain.unchained()[0]}
     assignment = StateAssignment(metadata.checkpoint_id)
     for state in metadata.vertices:
         vertex = vertices.get(JobVertexId(state.vertex_id))
@@ -118,6 +121,17 @@ def assign_state(metadata: CheckpointMetadata, job_graph: JobGraph) -> StateAssi
             assignment.tasks[(vertex.vertex_id, index)] = TaskStateSnapshot(
                 keyed_state=handles, watermark_ms=watermark
             )
+    for chain in job_graph.vertices:
+        if chain.chained_keyed is None:
+            continue
+        keyed_id = chain.chained_keyed.keyed_id
+        for index in range(chain.parallelism):
+            restore = chained_restore(
+                assignment.tasks.pop((chain.vertex_id, index), None),
+                assignment.tasks.pop((keyed_id, index), None),
+            )
+            if restore is not None:
+                assignment.tasks[(chain.vertex_id, index)] = restore
     return assignment
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from millrace.runtime.io.input_split import SplitState
 from millrace.runtime.io.partition_events import MIN_WATERMARK
 
-__all__ = ["KeyedStateHandle", "TaskStateSnapshot"]
+__all__ = ["ChainedKeyedState", "KeyedStateHandle", "TaskStateSnapshot"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,20 @@ class KeyedStateHandle:
 
 
 @dataclass(frozen=True)
+class ChainedKeyedState:
+    """The part of a chained task's state that is its chained keyed vertex's
+    (``KeyedChainStreamTask``).
+
+    Attributes:
+        keyed_state: The window's keyed state files.
+        watermark_ms: The window's fired watermark.
+    """
+
+    keyed_state: tuple[KeyedStateHandle, ...] = ()
+    watermark_ms: int = MIN_WATERMARK
+
+
+@dataclass(frozen=True)
 class TaskStateSnapshot:
     """A task's state at a barrier (Flink's TaskStateSnapshot), or what it restores from.
 
@@ -48,6 +62,9 @@ class TaskStateSnapshot:
         sink_pending: Chain position of each sink operator -> handles of the data it staged
             since the previous barrier (``Sink.write``), committed with the checkpoint.
         watermark_ms: The task's watermark at the barrier (source: emitted; window: fired).
+        chained: The state of the keyed vertex chained into this source vertex, or None. Only
+            between a chained task and the JobMaster: a checkpoint stores it as the keyed
+            vertex's own (``chained_state``).
     """
 
     keyed_state: tuple[KeyedStateHandle, ...] = ()
@@ -55,6 +72,7 @@ class TaskStateSnapshot:
     finished_splits: tuple[str, ...] = ()
     sink_pending: dict[int, tuple[str, ...]] = field(default_factory=dict)
     watermark_ms: int = MIN_WATERMARK
+    chained: ChainedKeyedState | None = None
 
     @property
     def state_size_bytes(self) -> int:

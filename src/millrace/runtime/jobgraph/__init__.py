@@ -1,6 +1,7 @@
 """The JobGraph submitted by clients."""
 
 from millrace.runtime.jobgraph.job_graph import (
+    ChainedKeyedStage,
     DistributionPattern,
     JobEdge,
     JobGraph,
@@ -10,6 +11,7 @@ from millrace.runtime.jobgraph.job_graph import (
 )
 
 __all__ = [
+    "ChainedKeyedStage",
     "DistributionPattern",
     "JobEdge",
     "JobGraph",

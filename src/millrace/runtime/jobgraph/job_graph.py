@@ -16,6 +16,7 @@ from millrace.runtime.jobgraph.user_code import deserialize_user_code, serialize
 from millrace.types import JobId, JobVertexId, new_id
 
 __all__ = [
+    "ChainedKeyedStage",
     "DistributionPattern",
     "JobEdge",
     "JobGraph",
@@ -114,6 +115,38 @@ class JobEdge:
     input_index: int = 0
 
 
+@dataclass(frozen=True)
+class ChainedKeyedStage:
+    """What a source vertex that has a keyed vertex chained into it (STREAMING, parallelism 1:
+    the HASH edge is forward in effect) needs to split back into the two vertices.
+
+    The chain's operators are ``source chain (source_operators), keyed chain (keyed_operators),
+    the source's side outputs``. Split, the source vertex keeps the chain's id and the keyed
+    vertex gets ``keyed_id`` again, so checkpoints, savepoints and sinks name both vertices as
+    they would unchained (``api/keyed_chaining.py``).
+
+    Args:
+        keyed_id: The keyed vertex's stable id.
+        keyed_name: Its name.
+        keyed_invokable: Its task (``module:Class``).
+        source_name: The source vertex's name before chaining.
+        source_invokable: The source vertex's task before chaining.
+        source_operators: How many operators of the chain are the source's (before the keyed
+            ones; the side outputs at the end are the source's too).
+        keyed_operators: How many operators follow them that are the keyed vertex's.
+        key_columns: The HASH edge's key columns.
+    """
+
+    keyed_id: JobVertexId
+    keyed_name: str
+    keyed_invokable: str
+    source_name: str
+    source_invokable: str
+    source_operators: int
+    keyed_operators: int
+    key_columns: tuple[str, ...]
+
+
 @dataclass
 class JobVertex:
     """One node of the JobGraph: a chain of operators run by ``invokable`` in each subtask.
@@ -125,6 +158,7 @@ class JobVertex:
         operators: The chained operators, serialized, in order.
         is_source: Whether the vertex reads input splits (deployed eagerly).
         vertex_id: Unique id (generated).
+        chained_keyed: The keyed vertex chained into this source vertex, or None.
     """
 
     name: str
@@ -133,10 +167,48 @@ class JobVertex:
     operators: tuple[SerializedOperator, ...] = ()
     is_source: bool = False
     vertex_id: JobVertexId = field(default_factory=lambda: JobVertexId(new_id()))
+    chained_keyed: ChainedKeyedStage | None = None
 
     def __post_init__(self) -> None:
         if self.parallelism < 1:
             raise ValueError(f"JobVertex {self.name!r}: parallelism must be >= 1")
+
+    def unchained(self) -> tuple[list[JobVertex], list[JobEdge]]:
+        """The vertices (and the edge between them) this vertex runs: itself and no edge, or,
+        with a keyed vertex chained into it, the source and the keyed vertex as they were
+        before chaining (the same ids, chains, names and parallelism)."""
+        stage = self.chained_keyed
+        if stage is None:
+            return [self], []
+        n, k = stage.source_operators, stage.keyed_operators
+        source = JobVertex(
+            stage.source_name,
+            self.parallelism,
+            stage.source_invokable,
+            (*self.operators[:n], *self.operators[n + k :]),
+            is_source=self.is_source,
+            vertex_id=self.vertex_id,
+        )
+        keyed = JobVertex(
+            stage.keyed_name,
+            self.parallelism,
+            stage.keyed_invokable,
+            self.operators[n : n + k],
+            vertex_id=stage.keyed_id,
+        )
+        edge = JobEdge(self.vertex_id, stage.keyed_id, DistributionPattern.HASH, stage.key_columns)
+        return [source, keyed], [edge]
+
+    def unchained_position(self, position: int) -> tuple[JobVertexId, int]:
+        """The (vertex id, chain position) that chain position ``position`` has unchained:
+        sinks and their staged data are keyed by it, whatever the chain's shape."""
+        stage = self.chained_keyed
+        if stage is None or position < stage.source_operators:
+            return self.vertex_id, position
+        keyed_end = stage.source_operators + stage.keyed_operators
+        if position < keyed_end:
+            return stage.keyed_id, position - stage.source_operators
+        return self.vertex_id, position - stage.keyed_operators
 
 
 @dataclass

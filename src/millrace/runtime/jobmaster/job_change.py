@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from millrace.errors import JobChangeError
 from millrace.runtime.jobgraph import (
     DistributionPattern,
+    JobEdge,
     JobGraph,
     JobVertex,
     OperatorKind,
@@ -22,7 +23,7 @@ from millrace.runtime.jobgraph import (
 )
 from millrace.types import JobVertexId
 
-__all__ = ["JobChangeRequest", "JobChangeResult", "VertexChange", "plan_change"]
+__all__ = ["ChainSplit", "JobChangeRequest", "JobChangeResult", "VertexChange", "plan_change"]
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,31 @@ class VertexChange:
         self.vertex.parallelism = self.parallelism
 
 
-def plan_change(job_graph: JobGraph, request: JobChangeRequest) -> list[VertexChange]:
+@dataclass(frozen=True)
+class ChainSplit:
+    """A rescale above 1 of a source vertex with a keyed vertex chained into it: the chain
+    becomes the two vertices it was chained from (``JobVertex.unchained``), with their ids,
+    so the savepoint taken before the change restores into them (``chained_state``)."""
+
+    graph: JobGraph
+    chain: JobVertex
+    vertices: tuple[JobVertex, ...]
+    edges: tuple[JobEdge, ...]
+
+    def apply(self) -> None:
+        """Put the two vertices and their edge in the JobGraph in place of the chain."""
+        at = self.graph.vertices.index(self.chain)
+        self.graph.vertices[at : at + 1] = self.vertices
+        self.graph.edges.extend(self.edges)
+
+
+def plan_change(job_graph: JobGraph, request: JobChangeRequest) -> list[ChainSplit | VertexChange]:
     """The vertices ``request`` changes, checked against ``job_graph``.
 
     Returns:
-        One VertexChange per vertex whose chain or parallelism changes (non-empty).
+        A ChainSplit per chained keyed vertex a rescale above 1 takes apart, then one
+        VertexChange per vertex whose chain or parallelism changes (non-empty), to apply in
+        this order.
 
     Raises:
         JobChangeError: If the request has neither or both changes; no chained transform, or
@@ -168,34 +189,55 @@ def _replacement(job_graph: JobGraph, name: str, payload: bytes) -> VertexChange
     return VertexChange(vertex, tuple(operators), vertex.parallelism)
 
 
-def _rescaling(job_graph: JobGraph, parallelism: int, selector: str) -> list[VertexChange]:
+def _rescaling(
+    job_graph: JobGraph, parallelism: int, selector: str
+) -> list[ChainSplit | VertexChange]:
     if not 1 <= parallelism <= job_graph.max_parallelism:
         raise JobChangeError(
             f"parallelism must be 1 .. {job_graph.max_parallelism} (the job's max parallelism, "
             f"its number of key groups), got {parallelism}"
         )
-    targets = job_graph.vertices
+    splits: list[ChainSplit] = []
+    vertices: list[JobVertex] = []  # the vertices after the splits
+    edges = list(job_graph.edges)
+    for vertex in job_graph.vertices:
+        halves, between = vertex.unchained()
+        if (
+            vertex.chained_keyed is not None
+            and parallelism > 1
+            and (not selector or any(_named(v, selector) for v in (vertex, *halves)))
+        ):
+            splits.append(ChainSplit(job_graph, vertex, tuple(halves), tuple(between)))
+            vertices += halves
+            edges += between
+        else:
+            vertices.append(vertex)
+    targets = vertices
     if selector:
-        targets = [
-            v for v in job_graph.vertices if v.name == selector or v.vertex_id.startswith(selector)
-        ]
-        if len(targets) != 1:
-            names = ", ".join(f"{v.vertex_id[:8]} ({v.name})" for v in job_graph.vertices)
+        targets = [v for v in vertices if _named(v, selector)]
+        targets = next((list(s.vertices) for s in splits if _named(s.chain, selector)), targets)
+        if not targets or (len(targets) > 1 and not splits):
+            listed = ", ".join(f"{v.vertex_id[:8]} ({v.name})" for v in job_graph.vertices)
             raise JobChangeError(
                 f"{len(targets)} vertices of job {job_graph.name!r} match {selector!r} "
-                f"(its vertices: {names})"
+                f"(its vertices: {listed})"
             )
-    after: dict[JobVertexId, int] = {v.vertex_id: v.parallelism for v in job_graph.vertices}
+    after: dict[JobVertexId, int] = {v.vertex_id: v.parallelism for v in vertices}
     after.update({v.vertex_id: parallelism for v in targets})
-    for edge in job_graph.edges:
+    names = {v.vertex_id: v.name for v in vertices}
+    for edge in edges:
         if edge.pattern is DistributionPattern.FORWARD and after[edge.source] != after[edge.target]:
             raise JobChangeError(
-                f"vertices {job_graph.vertex(edge.source).name!r} and "
-                f"{job_graph.vertex(edge.target).name!r} are joined FORWARD and must keep equal "
-                "parallelism; rescale both (no --vertex)"
+                f"vertices {names[edge.source]!r} and {names[edge.target]!r} are joined FORWARD "
+                "and must keep equal parallelism; rescale both (no --vertex)"
             )
     changes = [VertexChange(v, v.operators, parallelism) for v in targets]
     changes = [c for c in changes if c.vertex.parallelism != parallelism]
     if not changes:
         raise JobChangeError(f"job {job_graph.name!r} already runs at parallelism {parallelism}")
-    return changes
+    return [*splits, *changes]
+
+
+def _named(vertex: JobVertex, selector: str) -> bool:
+    """Whether ``selector`` is ``vertex``'s name or a prefix of its id."""
+    return vertex.name == selector or vertex.vertex_id.startswith(selector)

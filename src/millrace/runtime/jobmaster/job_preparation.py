@@ -94,7 +94,8 @@ def prepare_job(
                 coordinator.add_discovered(enumerator.discover())
                 sources[vertex.vertex_id] = coordinator
             elif op.kind.writes:  # the chain's sinks and its side outputs alike
-                sinks[(vertex.vertex_id, position)] = op.deserialize().sink
+                # keyed as unchained: a chained keyed vertex's sinks keep their own keys
+                sinks[vertex.unchained_position(position)] = op.deserialize().sink
     return PreparedJob(sources, sinks, restored, assignment)
 
 

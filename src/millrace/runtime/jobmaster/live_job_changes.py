@@ -41,6 +41,7 @@ from millrace.runtime.executiongraph import Execution, ExecutionState, JobStatus
 from millrace.runtime.job_result import JobResult
 from millrace.runtime.jobgraph import JobGraph
 from millrace.runtime.jobmaster.job_change import (
+    ChainSplit,
     JobChangeRequest,
     JobChangeResult,
     VertexChange,
@@ -101,7 +102,7 @@ class LiveJobChanges:
         self.retiring = False
         self._stopping = self._cancelled = False  # between the stop and the restart; cancelled
         self._busy = False
-        self._plan: list[VertexChange] = []
+        self._plan: list[ChainSplit | VertexChange] = []
         self._request = JobChangeRequest()
         self._savepoint: CheckpointMetadata | None = None
         self._stopped_ms = 0

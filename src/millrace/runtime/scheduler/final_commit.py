@@ -80,9 +80,10 @@ class FinalCommit:
         if writing:  # its staged data is that checkpoint's to commit, not the final one's
             self._main_thread.when_done(writing[0], lambda _: self.start())
             return
-        attempts: dict[str, set[str]] = {
-            jv.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
+        attempts: dict[str, set[str]] = {  # a chained keyed vertex's sinks: the chain's tasks
+            vertex.vertex_id: {ev.current_execution.attempt_id for ev in jv.task_vertices}
             for jv in self._graph.vertices
+            for vertex in jv.job_vertex.unchained()[0]
         }
         self._main_thread.when_done(self._committer.final_pending(attempts), self._listed)
 
