@@ -80,12 +80,14 @@ class FlightsTopic:
 
 
 def start_job(
-    spark: Any, topic: FlightsTopic, tmp_path: Path, name: str
+    spark: Any, topic: FlightsTopic, tmp_path: Path, name: str, parallelism: int = 2
 ) -> tuple[Configuration, Any, Path]:
+    """The flight-delays job over ``topic``; at parallelism 1 the window is chained into the
+    source (one vertex)."""
     out = tmp_path / "out"
     conf = Configuration(
         {
-            "parallelism.default": 2,
+            "parallelism.default": parallelism,
             "minicluster.number-of-taskmanagers": 2,
             "taskmanager.numberOfTaskSlots": 2,
             "io.tmp.dirs": str(tmp_path / "tmp"),
@@ -133,7 +135,8 @@ def test_modify_replaces_a_transform_at_a_barrier_and_keeps_window_state(
     spark, kafka_broker, flights_dir, tmp_path
 ) -> None:
     topic = FlightsTopic(kafka_broker.bootstrap_servers, flights_dir)
-    conf, graph, out = start_job(spark, topic, tmp_path, "live-modify")
+    conf, graph, out = start_job(spark, topic, tmp_path, "live-modify", parallelism=1)
+    assert len(graph.vertices) == 1  # the transform is replaced in the chained vertex
     function_file = tmp_path / "tag_v2.py"
     function_file.write_text(TAG_V2)
     name, payload = load_transform(f"tag={function_file}:tag")
@@ -184,6 +187,36 @@ def test_rescale_two_one_three_keeps_the_output_exact(
 
     assert_exactly(committed(out), topic.fired_before(4))
     assert {v.parallelism for v in info.vertices} == {3}
+
+
+def test_rescale_splits_the_chained_window_of_parallelism_one_and_keeps_the_output_exact(
+    spark, kafka_broker, flights_dir, tmp_path
+) -> None:
+    """One vertex at parallelism 1 (the window chained into the source) becomes the source and
+    the window at parallelism 2, their state restored from the chain's savepoint."""
+    topic = FlightsTopic(kafka_broker.bootstrap_servers, flights_dir)
+    conf, graph, out = start_job(spark, topic, tmp_path, "live-split", parallelism=1)
+    (chain,) = graph.vertices
+    assert chain.chained_keyed is not None
+    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
+        assert cluster.dispatcher is not None
+        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
+        cluster.job_client.submit_job_detached(graph).result(60)
+        topic.arrive_until(2)
+        wait_for_rows(out, len(topic.fired_before(2)))
+        with ThreadPoolExecutor(1) as producer:  # February arrives during the change
+            producing = producer.submit(topic.arrive_until, 3)
+            change(dispatcher, graph.job_id, JobChangeRequest(parallelism=2))
+            result_within(producing, CHANGE_WAIT, what="February produced")
+            wait_for_rows(out, len(topic.fired_before(3)))
+        info = dispatcher.request_execution_graph_info(graph.job_id).result(30)
+        dispatcher.cancel_job(graph.job_id).result(30)
+
+    assert_exactly(committed(out), topic.fired_before(3))
+    assert [(v.vertex_id, v.parallelism) for v in info.vertices] == [
+        (chain.vertex_id, 2),
+        (chain.chained_keyed.keyed_id, 2),
+    ]
 
 
 def test_a_job_on_an_empty_topic_runs_every_task_and_rescales(
