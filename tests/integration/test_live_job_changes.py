@@ -162,61 +162,39 @@ def test_modify_replaces_a_transform_at_a_barrier_and_keeps_window_state(
     ).all()
 
 
-def test_rescale_two_one_three_keeps_the_output_exact(
-    spark, kafka_broker, flights_dir, tmp_path
+@pytest.mark.parametrize(
+    ("start", "steps"), [(2, (1, 3)), (1, (2,))], ids=["two-one-three", "chained-one-to-two"]
+)
+def test_rescale_keeps_the_output_exact(
+    spark, kafka_broker, flights_dir, tmp_path, start, steps
 ) -> None:
+    """2 -> 1 -> 3, and 1 -> 2: at parallelism 1 the window is chained into the source (one
+    vertex), and the rescale splits it into the source and the window, their state restored
+    from the chain's savepoint. The next month arrives during each change."""
     topic = FlightsTopic(kafka_broker.bootstrap_servers, flights_dir)
-    conf, graph, out = start_job(spark, topic, tmp_path, "live-rescale")
+    conf, graph, out = start_job(spark, topic, tmp_path, "live-rescale", parallelism=start)
+    assert len(graph.vertices) == (1 if start == 1 else 2)
+    month = 2
     with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
         cluster.job_client.submit_job_detached(graph).result(60)
-        topic.arrive_until(2)
-        wait_for_rows(out, len(topic.fired_before(2)))
-        with ThreadPoolExecutor(1) as producer:  # the next month arrives during each change
-            producing = producer.submit(topic.arrive_until, 3)
-            change(dispatcher, graph.job_id, JobChangeRequest(parallelism=1))
-            result_within(producing, CHANGE_WAIT, what="February produced")
-            wait_for_rows(out, len(topic.fired_before(3)))
-            producing = producer.submit(topic.arrive_until, 4)
-            change(dispatcher, graph.job_id, JobChangeRequest(parallelism=3))
-            result_within(producing, CHANGE_WAIT, what="March produced")
-            wait_for_rows(out, len(topic.fired_before(4)))
+        topic.arrive_until(month)
+        wait_for_rows(out, len(topic.fired_before(month)))
+        with ThreadPoolExecutor(1) as producer:
+            for parallelism in steps:
+                month += 1
+                producing = producer.submit(topic.arrive_until, month)
+                change(dispatcher, graph.job_id, JobChangeRequest(parallelism=parallelism))
+                result_within(producing, CHANGE_WAIT, what=f"month {month - 1} produced")
+                wait_for_rows(out, len(topic.fired_before(month)))
         info = dispatcher.request_execution_graph_info(graph.job_id).result(30)
         dispatcher.cancel_job(graph.job_id).result(30)
 
-    assert_exactly(committed(out), topic.fired_before(4))
-    assert {v.parallelism for v in info.vertices} == {3}
-
-
-def test_rescale_splits_the_chained_window_of_parallelism_one_and_keeps_the_output_exact(
-    spark, kafka_broker, flights_dir, tmp_path
-) -> None:
-    """One vertex at parallelism 1 (the window chained into the source) becomes the source and
-    the window at parallelism 2, their state restored from the chain's savepoint."""
-    topic = FlightsTopic(kafka_broker.bootstrap_servers, flights_dir)
-    conf, graph, out = start_job(spark, topic, tmp_path, "live-split", parallelism=1)
-    (chain,) = graph.vertices
-    assert chain.chained_keyed is not None
-    with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
-        assert cluster.dispatcher is not None
-        dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
-        cluster.job_client.submit_job_detached(graph).result(60)
-        topic.arrive_until(2)
-        wait_for_rows(out, len(topic.fired_before(2)))
-        with ThreadPoolExecutor(1) as producer:  # February arrives during the change
-            producing = producer.submit(topic.arrive_until, 3)
-            change(dispatcher, graph.job_id, JobChangeRequest(parallelism=2))
-            result_within(producing, CHANGE_WAIT, what="February produced")
-            wait_for_rows(out, len(topic.fired_before(3)))
-        info = dispatcher.request_execution_graph_info(graph.job_id).result(30)
-        dispatcher.cancel_job(graph.job_id).result(30)
-
-    assert_exactly(committed(out), topic.fired_before(3))
-    assert [(v.vertex_id, v.parallelism) for v in info.vertices] == [
-        (chain.vertex_id, 2),
-        (chain.chained_keyed.keyed_id, 2),
-    ]
+    assert_exactly(committed(out), topic.fired_before(month))
+    assert [v.parallelism for v in info.vertices] == [steps[-1]] * 2
+    unchained = [u.vertex_id for v in graph.vertices for u in v.unchained()[0]]
+    assert [v.vertex_id for v in info.vertices] == unchained
 
 
 def test_a_job_on_an_empty_topic_runs_every_task_and_rescales(
