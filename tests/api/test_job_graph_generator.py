@@ -308,10 +308,12 @@ def keyed_pipeline(spark, mode: str, source_p: int, keyed_p: int, **settings: ob
 def test_a_keyed_stage_of_one_subtask_is_chained_into_its_source_of_one(
     spark, mode, source_p, keyed_p, chained
 ) -> None:
-    from millrace.api.keyed_chaining import KEYED_CHAIN_STREAM_TASK, KEYED_CHAIN_TASK
+    from millrace.api.keyed_chaining import KEYED_CHAIN_TASK
 
     graph = keyed_pipeline(spark, mode, source_p, keyed_p)
-    task = KEYED_CHAIN_TASK if mode == "BATCH" else KEYED_CHAIN_STREAM_TASK
+    task = KEYED_CHAIN_TASK
+    if mode == "STREAMING":
+        task = "millrace.spark.keyed_chain_stream_task:WindowChainStreamTask"
     if not chained:
         assert len(graph.vertices) == 2 and len(graph.edges) == 1
         assert task not in [v.invokable for v in graph.vertices]

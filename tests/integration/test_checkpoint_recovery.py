@@ -52,14 +52,16 @@ def configuration(tmp_path, **extra: object) -> Configuration:
     )
 
 
+@pytest.mark.parametrize("parallelism", [1, 2])  # 1: the window chained into the source
 def test_task_manager_lost_after_a_checkpoint_restores_it_and_output_is_exact(
-    spark, flights_dir, tmp_path
+    spark, flights_dir, tmp_path, parallelism
 ) -> None:
-    conf = configuration(tmp_path)
+    conf = configuration(tmp_path, **{"parallelism.default": parallelism})
     env = StreamExecutionEnvironment(conf, spark)
     gate = tmp_path / "december"
     build_flight_delays_held(env, flights_dir, tmp_path / "out", gate)
     graph = env.get_job_graph("flight-delays-checkpointed")
+    assert len(graph.vertices) == (1 if parallelism == 1 else 2)
     with MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster:
         assert cluster.dispatcher is not None
         dispatcher = cluster.dispatcher.get_self_gateway(DispatcherGateway)
@@ -99,8 +101,14 @@ def test_task_manager_lost_after_a_checkpoint_restores_it_and_output_is_exact(
     assert not list((tmp_path / "out").glob(".pending/*"))
 
 
-def test_frequent_checkpoints_leave_the_output_unchanged(spark, flights_dir, tmp_path) -> None:
-    conf = configuration(tmp_path, **{"execution.checkpointing.interval": "50 ms"})
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_frequent_checkpoints_leave_the_output_unchanged(
+    spark, flights_dir, tmp_path, parallelism
+) -> None:
+    conf = configuration(
+        tmp_path,
+        **{"execution.checkpointing.interval": "50 ms", "parallelism.default": parallelism},
+    )
     env = StreamExecutionEnvironment(conf, spark)
     load_example("flight_delays").build(env, str(flights_dir), str(tmp_path / "out"))
     graph = env.get_job_graph("flight-delays-checkpointed")

@@ -105,7 +105,9 @@ def test_a_bounded_word_count_writes_one_final_row_per_word(spark, tmp_path, par
     assert out["word"].tolist() == expected["word"].tolist()  # one row per word
     assert out["n"].tolist() == expected["n"].tolist()
     assert out["docs_lines"].tolist() == expected["n"].tolist()
-    _source, aggregate = result.accumulators.values()
+    # at parallelism 1 the aggregate is chained into the source: one vertex, its output
+    *_source, aggregate = result.accumulators.values()
+    assert len(result.accumulators) == (1 if parallelism == 1 else 2)
     assert aggregate.records_out == len(expected)
 
 
@@ -163,8 +165,9 @@ def test_running_aggregates_of_flights_per_origin_and_carrier_equal_pandas(
     assert (merged["avg_dep_delay"] - merged["avg_dep_delay_pandas"]).abs().max() < 1e-9
 
 
+@pytest.mark.parametrize("parallelism", [1, 2])  # 1: the aggregate chained into the source
 def test_a_bounded_running_aggregate_restores_its_keyed_state_after_a_crash(
-    spark, flights_dir, tmp_path
+    spark, flights_dir, tmp_path, parallelism
 ) -> None:
     """Checkpoints every 200 ms, a TaskManager crashed after two completed (December's flights
     held at the source until then, so the job cannot end first): the keyed state comes back by
@@ -177,6 +180,7 @@ def test_a_bounded_running_aggregate_restores_its_keyed_state_after_a_crash(
             "execution.bundle.max-records": 30_000,  # one month per bundle
             "execution.checkpointing.interval": "200 ms",
             "state.compaction.max-files": 3,
+            "parallelism.default": parallelism,
         },
     )
     conf = Configuration(settings)
@@ -236,15 +240,16 @@ def same(table: pd.DataFrame, expected: pd.DataFrame) -> bool:
     return table.astype("int64", errors="ignore").equals(expected.astype("int64", errors="ignore"))
 
 
+@pytest.mark.parametrize("parallelism", [1, 2])  # 1: the aggregate chained into the source
 def test_an_unbounded_word_count_upserts_into_postgres_and_survives_a_crash(
-    spark, tmp_path, postgres_conninfo
+    spark, tmp_path, postgres_conninfo, parallelism
 ) -> None:
     from pyspark.sql import functions as F
 
     inbox, produced = tmp_path / "inbox", tmp_path / "produced"
     inbox.mkdir()
     produced.mkdir()
-    conf = Configuration(stream_settings(tmp_path))
+    conf = Configuration(stream_settings(tmp_path, **{"parallelism.default": parallelism}))
     env = StreamExecutionEnvironment(conf, spark)
     (
         words_of(env.from_source(DirectorySource.text(str(inbox))))

@@ -8,9 +8,10 @@ keyed vertex is then chained into the source vertex, and the job runs as one Spa
 Spark's own shuffle between the partial and the final aggregates (``BatchKeyedChainTask``):
 no exchange files, no second Spark job, no second deployment.
 
-In STREAMING a window vertex of parallelism 1 fed by a source vertex of parallelism 1 is chained
-the same way (``KeyedChainStreamTask``: each bundle's partials become the window's state
-without an exchange, and the window fires in the source's task after each watermark), unless
+In STREAMING a window or running-aggregate vertex of parallelism 1 fed by a source vertex of
+parallelism 1 is chained the same way (``spark/keyed_chain_stream_task.py``: each bundle's
+partials become keyed state without an exchange, and the window fires, or the aggregate emits,
+in the source's task), unless
 ``pipeline.chain-keyed-stages`` is false. The chained vertex keeps what it needs to split back
 (``ChainedKeyedStage``): checkpoints store its state as the two vertices' (by their stable ids,
 computed before chaining), sinks keep their unchained keys, and a live ``rescale`` above 1
@@ -28,14 +29,22 @@ from millrace.runtime.jobgraph import (
 )
 
 __all__ = [
-    "KEYED_CHAIN_STREAM_TASK",
+    "KEYED_CHAIN_STREAM_TASKS",
     "KEYED_CHAIN_TASK",
     "chain_keyed_stages",
     "chain_keyed_streaming_stages",
 ]
 
 KEYED_CHAIN_TASK = "millrace.spark.batch_keyed_chain_task:BatchKeyedChainTask"
-KEYED_CHAIN_STREAM_TASK = "millrace.spark.keyed_chain_stream_task:KeyedChainStreamTask"
+KEYED_CHAIN_STREAM_TASKS = {
+    "millrace.spark.window_stream_task:WindowStreamTask": (
+        "millrace.spark.keyed_chain_stream_task:WindowChainStreamTask"
+    ),
+    "millrace.spark.keyed_aggregate_stream_task:KeyedAggregateStreamTask": (
+        "millrace.spark.keyed_chain_stream_task:RunningAggregateChainStreamTask"
+    ),
+}
+"""STREAMING keyed task -> the task running it chained into its source."""
 
 _SOURCE = "millrace.spark.batch_source_task:BatchSourceTask"
 _KEYED = (
@@ -43,7 +52,6 @@ _KEYED = (
     "millrace.spark.batch_keyed_aggregate_task:BatchKeyedAggregateTask",
 )
 _STREAM_SOURCE = "millrace.spark.source_stream_task:SourceStreamTask"
-_STREAM_WINDOW = "millrace.spark.window_stream_task:WindowStreamTask"
 
 
 def chain_keyed_stages(vertices: list[JobVertex], edges: list[JobEdge]) -> None:
@@ -65,11 +73,12 @@ def chain_keyed_stages(vertices: list[JobVertex], edges: list[JobEdge]) -> None:
 
 
 def chain_keyed_streaming_stages(vertices: list[JobVertex], edges: list[JobEdge]) -> None:
-    """Chain, in place, every STREAMING window vertex of parallelism 1 whose one input is a HASH
-    edge from a source vertex of parallelism 1 with no other output into that source vertex.
+    """Chain, in place, every STREAMING window or running-aggregate vertex of parallelism 1
+    whose one input is a HASH edge from a source vertex of parallelism 1 with no other output
+    into that source vertex.
 
-    The source vertex keeps its id, becomes a ``KEYED_CHAIN_STREAM_TASK`` running ``source
-    operators, window operators, source side outputs`` and records the keyed vertex in
+    The source vertex keeps its id, runs ``source operators, keyed operators, source side
+    outputs`` as the keyed task's ``KEYED_CHAIN_STREAM_TASKS`` and records the keyed vertex in
     ``chained_keyed`` (``JobVertex.unchained`` gives the two back); the keyed vertex and the
     edge go. Ids must be the stable ones already.
 
@@ -77,7 +86,8 @@ def chain_keyed_streaming_stages(vertices: list[JobVertex], edges: list[JobEdge]
         vertices: The JobGraph's vertices, with their stable ids.
         edges: The JobGraph's edges.
     """
-    for source, keyed, edge in _chainable(vertices, edges, _STREAM_SOURCE, (_STREAM_WINDOW,)):
+    keyed_tasks = tuple(KEYED_CHAIN_STREAM_TASKS)
+    for source, keyed, edge in _chainable(vertices, edges, _STREAM_SOURCE, keyed_tasks):
         stage = ChainedKeyedStage(
             keyed.vertex_id,
             keyed.name,
@@ -88,7 +98,7 @@ def chain_keyed_streaming_stages(vertices: list[JobVertex], edges: list[JobEdge]
             len(keyed.operators),
             edge.key_columns,
         )
-        _chain(source, keyed, KEYED_CHAIN_STREAM_TASK)
+        _chain(source, keyed, KEYED_CHAIN_STREAM_TASKS[keyed.invokable])
         source.chained_keyed = stage
         edges.remove(edge)
         vertices.remove(keyed)

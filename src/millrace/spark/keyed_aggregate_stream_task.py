@@ -53,20 +53,16 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         ``invoke`` on the task thread.
     """
 
+    _settled: list[str]  # state files whose keys were emitted
+    _fresh: list[str]  # state files received since the last emission
+
     def invoke(self) -> None:
         env = self.environment
         op, gate = self.keyed_chain(KeyedAggregateOperator, "a running-aggregate chain")
-        self._op = op
         self._input_schemas = InputSchemas(self.tdd.input_channels, env.task_name)
         self._gate = gate
-        self._settled: list[str] = []
-        self._fresh: list[str] = []
-        self._sequence = 0
-        self._schema: Any = None
+        self._open_aggregate(op, self.transforms, env.restore)
         conf = env.configuration
-        self._emit_per_batch = not op.bounded and not conf.get(CheckpointingOptions.INTERVAL)
-        if env.restore is not None:
-            self._restore(env.restore)
         poll_timeout = conf.get(ExecutionOptions.PARTITION_POLL_TIMEOUT)
         max_files = conf.get(ExecutionOptions.STATE_COMPACTION_FILES)
         while not gate.finished:
@@ -90,6 +86,22 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         self.report_clock(gate.watermark, force=True)
         gate.close()
 
+    def _open_aggregate(
+        self, op: KeyedAggregateOperator, transforms: list[Any], restore: Any
+    ) -> None:
+        """Set up the aggregate's state (restored from ``restore``, a ``TaskStateSnapshot`` or
+        None); ``transforms`` follow the aggregate in the chain."""
+        self._op = op
+        self._emitted_transforms = transforms
+        self._settled = []
+        self._fresh = []
+        self._sequence = 0
+        self._schema: Any = None
+        interval = self.environment.configuration.get(CheckpointingOptions.INTERVAL)
+        self._emit_per_batch = not op.bounded and not interval
+        if restore is not None:
+            self._restore(restore)
+
     def _accept(self, events: list[tuple[int, PartitionEvent]]) -> None:
         for channel, event in events:
             if isinstance(event, DataBundle):
@@ -111,7 +123,7 @@ class KeyedAggregateStreamTask(SparkStreamTask):
         started = time.perf_counter()
         schema = self._frame_schema([*self._settled, *self._fresh])
         result = emitted_rows(self.spark, self._op, self._settled, self._fresh, schema)
-        table = self.collect(self.apply_transforms(result, self.transforms))
+        table = self.collect(self.apply_transforms(result, self._emitted_transforms))
         env.metrics.records_out += self.write_sinks(table, self._sequence)
         env.metrics.bundles += 1
         self._sequence += 1
