@@ -145,6 +145,9 @@ class WindowChainStreamTask(KeyedChainStreamTask, WindowStreamTask):
 
     def _open_keyed(self, op: Any, transforms: list[Any], restore: Any) -> None:
         self._open_window(op, transforms, restore)
+        restored = self._tracker.emitted  # restored from two vertices, the window may lag
+        if self._ready(restored):
+            self._fire(restored)
 
     def _take_rows(self, table: Any, name: str) -> None:
         bundle = self._local_state_file(table, name)

@@ -137,3 +137,15 @@ def test_a_rescale_above_one_splits_a_chained_keyed_vertex_into_its_two_vertices
     for change in plan_change(only_window, JobChangeRequest(parallelism=2, vertex="window")):
         change.apply()
     assert [v.parallelism for v in only_window.vertices] == [1, 2]
+
+
+def test_a_chain_named_by_its_name_or_id_rescales_both_of_its_vertices() -> None:
+    from tests.runtime.checkpoint.test_chained_state import chained_graph
+
+    for selector in ("source -> window", "sr"):
+        job = chained_graph()
+        for change in plan_change(job, JobChangeRequest(parallelism=2, vertex=selector)):
+            change.apply()
+        assert [v.parallelism for v in job.vertices] == [2, 2]
+    with pytest.raises(JobChangeError, match="0 vertices of job 'job' match 'nope'"):
+        plan_change(chained_graph(), JobChangeRequest(parallelism=2, vertex="nope"))

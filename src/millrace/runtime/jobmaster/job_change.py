@@ -215,8 +215,10 @@ def _rescaling(
     targets = vertices
     if selector:
         targets = [v for v in vertices if _named(v, selector)]
-        targets = next((list(s.vertices) for s in splits if _named(s.chain, selector)), targets)
-        if not targets or (len(targets) > 1 and not splits):
+        whole = [s for s in splits if _named(s.chain, selector)]
+        if len(whole) == 1 and all(any(v is h for h in whole[0].vertices) for v in targets):
+            targets = list(whole[0].vertices)  # the chain is named: both of its vertices
+        elif len(targets) != 1:
             listed = ", ".join(f"{v.vertex_id[:8]} ({v.name})" for v in job_graph.vertices)
             raise JobChangeError(
                 f"{len(targets)} vertices of job {job_graph.name!r} match {selector!r} "
