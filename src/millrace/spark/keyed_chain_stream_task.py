@@ -28,6 +28,7 @@ two vertices alike.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from millrace.api.operators import (
@@ -101,6 +102,7 @@ class KeyedChainStreamTask(SourceStreamTask):
         Raises:
             CheckpointDeclinedError: If the state cannot be written.
         """
+        started = time.perf_counter()
         try:
             handles = write_snapshot(
                 self._state_table(),
@@ -113,6 +115,13 @@ class KeyedChainStreamTask(SourceStreamTask):
             raise CheckpointDeclinedError(
                 checkpoint_id, f"writing keyed state failed: {type(error).__name__}: {error}"
             ) from error
+        logger.info(
+            "%s: checkpoint %d: %d rows of state in %.3f s",
+            self.environment.task_name,
+            checkpoint_id,
+            sum(h.rows for h in handles),
+            time.perf_counter() - started,
+        )
         return ChainedKeyedState(handles, self._keyed_watermark())
 
     def _open_keyed(self, op: Any, transforms: list[Any], restore: Any) -> None:
