@@ -1035,9 +1035,9 @@ class PipelineOptions:
     CHAIN_KEYED_STAGES = _bool(
         "pipeline.chain-keyed-stages",
         True,
-        "In STREAMING, chain a window of parallelism 1 into the source of parallelism 1 that "
-        "feeds it: one task, no exchange files between them (false: two vertices, as at "
-        "higher parallelism). A live rescale above 1 splits the chain.",
+        "In STREAMING, chain a window or running aggregate of parallelism 1 into the source "
+        "of parallelism 1 that feeds it: one task, no exchange files between them (false: two "
+        "vertices, as at higher parallelism). A live rescale above 1 splits the chain.",
     )
 
     SIDE_OUTPUT_DIR = _str(

@@ -134,6 +134,17 @@ def test_records_within_the_lateness_fire_the_window_again(
     assert set(late["reason"]).pop().startswith("late: window ending at")
 
 
+def test_a_file_of_late_records_alone_fires_the_window_again(spark, tmp_path: Path) -> None:
+    """The second file holds one record of the fired window and moves no watermark: the
+    window fires again all the same (the window is chained into the source at parallelism 1,
+    where firing follows the source's watermark, moved or not)."""
+    files = [(["00:10", "00:50", "01:10"], 1), (["00:40"], 2)]
+    windows, late = run_arrivals(spark, tmp_path, tumbling("1 h"), "30 min", files, late=0)
+
+    assert windows.sort_values("flights")["flights"].tolist() == [2, 3]
+    assert len(late) == 0
+
+
 def test_a_late_record_bridging_two_fired_sessions_fires_the_merged_session(
     spark, tmp_path: Path
 ) -> None:

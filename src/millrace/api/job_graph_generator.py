@@ -104,8 +104,9 @@ def generate_job_graph(
         batch: Build the BATCH form (``BATCH_TASKS``: each stage runs to its end; a keyed
             stage of parallelism 1 fed by a source of parallelism 1 is chained into it,
             ``api/keyed_chaining.py``).
-        chain_keyed: In STREAMING, chain a window of parallelism 1 into the source of
-            parallelism 1 feeding it (``pipeline.chain-keyed-stages``, ``api/keyed_chaining.py``).
+        chain_keyed: In STREAMING, chain a window or running aggregate of parallelism 1 into
+            the source of parallelism 1 feeding it (``pipeline.chain-keyed-stages``,
+            ``api/keyed_chaining.py``).
 
     Raises:
         PipelineError: If the pipeline has no sink, branches, or uses a construct that cannot be

@@ -164,11 +164,14 @@ class WindowChainStreamTask(KeyedChainStreamTask, WindowStreamTask):
         self._fresh.add(bundle.path)
 
     def _emit_watermark(self, watermark: int | None) -> None:
-        """Emit as the source does, then fire the windows the watermark completed (or compact
-        the state when too many files wait)."""
+        """Emit as the source does, then fire what is due at the source's watermark, moved or
+        not (windows it completed; with allowed lateness, fired windows that late records
+        reached), as a window task does after every input; else compact the state when too
+        many files wait (never with a firing due: compaction keeps no fresh rows)."""
         super()._emit_watermark(watermark)
-        if watermark is not None and self._ready(watermark):
-            self._fire(watermark)
+        current = self._tracker.emitted
+        if self._ready(current):
+            self._fire(current)
         elif len(self._files) > self._max_files:
             self._compact()
 

@@ -28,3 +28,22 @@ def test_carried_data_of_a_subtask_the_checkpoint_lacks_stays_carried_and_the_re
     owed.merge_into({JobVertexId("win"): later})
     assert later.subtasks[0].sink_pending == {1: ("lacking",)}
     assert owed.carried_handles == 0
+
+
+def test_carried_data_of_a_chain_keeps_its_sinks_unchained_keys() -> None:
+    """An aborted checkpoint's acknowledgement by a chained source and window: the window
+    sink's data is merged into the window vertex, the side output's into the source vertex,
+    each at its position unchained (as the SinkCommitter keys them)."""
+    from millrace.runtime.checkpoint.chained_state import unchained_snapshots
+    from tests.runtime.checkpoint.test_chained_state import chained_graph
+
+    job = chained_graph()
+    owed = PendingSinkCommits(lambda v, snapshot: unchained_snapshots(job.vertex(v), snapshot))
+    chain = CheckpointTarget(ExecutionAttemptId("c0"), JobVertexId("src"), 0)
+    owed.carry(chain, TaskStateSnapshot(sink_pending={2: ("window-out",), 3: ("dead",)}))
+    source = VertexState(JobVertexId("src"), "source", 1)
+    window = VertexState(JobVertexId("win"), "window", 1)
+    source.subtasks[0] = window.subtasks[0] = TaskStateSnapshot()
+    owed.merge_into({JobVertexId("src"): source, JobVertexId("win"): window})
+    assert window.subtasks[0].sink_pending == {1: ("window-out",)}
+    assert source.subtasks[0].sink_pending == {1: ("dead",)}

@@ -60,7 +60,11 @@ def chained_restore(
     source: TaskStateSnapshot | None, keyed: TaskStateSnapshot | None
 ) -> TaskStateSnapshot | None:
     """What a chained task restores: the source vertex's assigned state with the keyed
-    vertex's keyed state and watermark in ``chained`` (None when neither has any)."""
+    vertex's keyed state and watermark in ``chained`` (None when neither has any).
+
+    Threading:
+        Any; pure.
+    """
     if source is None and keyed is None:
         return None
     chained = None if keyed is None else ChainedKeyedState(keyed.keyed_state, keyed.watermark_ms)

@@ -124,7 +124,9 @@ class CheckpointCoordinator:
         self._last_completion = float("-inf")
         self._history = CheckpointHistory()
         self.counts = {"completed": 0, "failed": 0}
-        self._owed = PendingSinkCommits()
+        self._owed = PendingSinkCommits(
+            lambda vertex_id, snapshot: unchained_snapshots(self._job.vertex(vertex_id), snapshot)
+        )
 
     # Life cycle --------------------------------------------------------------------------------
 

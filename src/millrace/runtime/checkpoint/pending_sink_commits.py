@@ -21,8 +21,9 @@ Threading:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from millrace.runtime.checkpoint.checkpoint_storage import (
     CheckpointMetadata,
@@ -43,10 +44,25 @@ CarriedSinkData = dict[tuple[JobVertexId, int], dict[int, list[str]]]
 """(vertex id, subtask) -> chain position of a sink -> staged data handles."""
 
 
-class PendingSinkCommits:
-    """Carried sink data of aborted checkpoints, and unconfirmed commits of completed ones."""
+Unchain = Callable[[JobVertexId, TaskStateSnapshot], list[tuple[JobVertexId, TaskStateSnapshot]]]
+"""A task's acknowledgement as (vertex id, snapshot) of the unchained vertices
+(``chained_state.unchained_snapshots``): the keys sinks have."""
 
-    def __init__(self) -> None:
+
+def _as_is(vertex_id: JobVertexId, snapshot: TaskStateSnapshot) -> list[Any]:
+    return [(vertex_id, snapshot)]
+
+
+class PendingSinkCommits:
+    """Carried sink data of aborted checkpoints, and unconfirmed commits of completed ones.
+
+    Args:
+        unchain: Splits an acknowledgement of a chained keyed vertex into the two vertices'
+            parts, so that carried data keeps its sinks' unchained keys (default: as is).
+    """
+
+    def __init__(self, unchain: Unchain = _as_is) -> None:
+        self._unchain = unchain
         self._carried: CarriedSinkData = {}
         self._aborted: dict[int, dict[ExecutionAttemptId, CheckpointTarget]] = {}
         self._unconfirmed: dict[int, SinkCommit] = {}
@@ -54,12 +70,14 @@ class PendingSinkCommits:
     # carried -----------------------------------------------------------------------------------
 
     def carry(self, target: CheckpointTarget, snapshot: TaskStateSnapshot) -> None:
-        """Keep what ``snapshot`` pre-committed for the next complete checkpoint."""
-        if not snapshot.sink_pending:
-            return
-        carried = self._carried.setdefault((target.vertex_id, target.subtask_index), {})
-        for position, handles in snapshot.sink_pending.items():
-            carried.setdefault(position, []).extend(handles)
+        """Keep what ``snapshot`` pre-committed for the next complete checkpoint, under its
+        sinks' unchained (vertex id, position)."""
+        for vertex_id, part in self._unchain(target.vertex_id, snapshot):
+            if not part.sink_pending:
+                continue
+            carried = self._carried.setdefault((vertex_id, target.subtask_index), {})
+            for position, handles in part.sink_pending.items():
+                carried.setdefault(position, []).extend(handles)
 
     def aborted(
         self,

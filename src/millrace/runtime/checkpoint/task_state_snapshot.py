@@ -41,8 +41,9 @@ class ChainedKeyedState:
     (``KeyedChainStreamTask``).
 
     Attributes:
-        keyed_state: The window's keyed state files.
-        watermark_ms: The window's fired watermark.
+        keyed_state: The keyed stage's state files.
+        watermark_ms: Its watermark: a window's fired watermark, a running aggregate's
+            source watermark.
     """
 
     keyed_state: tuple[KeyedStateHandle, ...] = ()
@@ -76,4 +77,6 @@ class TaskStateSnapshot:
 
     @property
     def state_size_bytes(self) -> int:
-        return sum(h.size_bytes for h in self.keyed_state)
+        """Bytes of the keyed state files, a chained keyed vertex's included."""
+        chained = self.chained.keyed_state if self.chained is not None else ()
+        return sum(h.size_bytes for h in (*self.keyed_state, *chained))

@@ -129,7 +129,11 @@ class ChainSplit:
     edges: tuple[JobEdge, ...]
 
     def apply(self) -> None:
-        """Put the two vertices and their edge in the JobGraph in place of the chain."""
+        """Put the two vertices and their edge in the JobGraph in place of the chain.
+
+        Threading:
+            The JobMaster's main thread, with the job stopped (``LiveJobChanges``).
+        """
         at = self.graph.vertices.index(self.chain)
         self.graph.vertices[at : at + 1] = self.vertices
         self.graph.edges.extend(self.edges)
