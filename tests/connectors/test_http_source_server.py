@@ -4,7 +4,9 @@ token checked, bodies capped, and the answers for a body without records or an u
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -12,6 +14,7 @@ import pytest
 
 from millrace.connectors.http_source_log import list_segments
 from millrace.connectors.http_source_server import HttpIngestServer
+from tests.waiting import WAIT, result_within, wait_until
 
 TOKEN = "a-token-of-the-http-source-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -31,12 +34,44 @@ def _post(server: HttpIngestServer, body: bytes, headers: dict[str, str] = AUTH)
 
 
 def test_accepted_records_are_in_the_log_when_answered(server, tmp_path) -> None:
-    answer = _post(server, b'{"id": 1}\n\n{"id": 2}\nnot json\n')
-    assert answer.status_code == 202
-    assert answer.json() == {"first_offset": 0, "next_offset": 3, "records": 3}
-    (segment,) = list_segments(str(tmp_path / "log"))
-    assert Path(segment.url).read_bytes() == b'{"id": 1}\n{"id": 2}\nnot json\n'
+    """Durable before answered, without a race: the log's append is held on its writer thread;
+    meanwhile the server answers a later request (``GET /sources``, still at offset 0) but not
+    the POST. Released, the 202 comes only after the append returned, and a second reader lists
+    the segment with its bytes at once, with no wait."""
+    log = server.logs["orders"]
+    real_append = log.append
+    entered, release = threading.Event(), threading.Event()
+    returned: list[tuple[int, int]] = []  # appends that returned, in order
+
+    def held_append(data: bytes, records: int) -> tuple[int, int]:
+        entered.set()
+        if not release.wait(WAIT):
+            raise AssertionError("the append was never released")
+        result = real_append(data, records)
+        returned.append(result)
+        return result
+
+    log.append = held_append  # type: ignore[method-assign]  # the writer thread calls it
+    with ThreadPoolExecutor(1, thread_name_prefix="client") as client:
+        try:
+            answer = client.submit(_post, server, b'{"id": 1}\n\n{"id": 2}\nnot json\n')
+            wait_until(entered.is_set, what="the append on the writer thread", timeout=WAIT)
+            later = httpx.get(f"{server.url}/sources", headers=AUTH, timeout=10)
+            assert later.json() == {"sources": [{"name": "orders", "next_offset": 0}]}
+            # the server answered a request sent after the POST: the POST was not answered
+            assert not answer.done(), "answered while the append had not returned"
+            assert returned == []
+        finally:
+            release.set()
+        first = result_within(answer, WAIT, what="the answer to the POST")
+        segments = list_segments(str(tmp_path / "log"))  # another reader, right away
+        assert returned == [(0, 3)]  # the append had returned when the answer came
+    assert first.status_code == 202
+    assert first.json() == {"first_offset": 0, "next_offset": 3, "records": 3}
+    assert [(s.first, s.end) for s in segments] == [(0, 3)]
+    assert Path(segments[0].url).read_bytes() == b'{"id": 1}\n{"id": 2}\nnot json\n'
     assert _post(server, b'{"id": 3}').json()["first_offset"] == 3
+    assert [(s.first, s.end) for s in list_segments(str(tmp_path / "log"))] == [(0, 3), (3, 4)]
 
 
 def test_refusals(server, tmp_path) -> None:
