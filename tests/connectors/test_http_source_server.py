@@ -1,9 +1,12 @@
-"""The HttpSource's endpoint on a real uvicorn server: 202 only with the records in the log, the
-token checked, bodies capped, and the answers for a body without records or an unknown source.
+"""The HttpSource's endpoint on a real uvicorn server: 202 only with the records in the log, 503
+(nothing stored, offsets unused) when the log cannot be written, the token checked, bodies
+capped, and the answers for a body without records or an unknown source.
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +75,64 @@ def test_accepted_records_are_in_the_log_when_answered(server, tmp_path) -> None
     assert Path(segments[0].url).read_bytes() == b'{"id": 1}\n{"id": 2}\nnot json\n'
     assert _post(server, b'{"id": 3}').json()["first_offset"] == 3
     assert [(s.first, s.end) for s in list_segments(str(tmp_path / "log"))] == [(0, 3), (3, 4)]
+
+
+def _stored(log_dir: Path) -> list[tuple[int, int, bytes]]:
+    """The log's listed segments as (first, end, bytes), read by another reader."""
+    return [(s.first, s.end, Path(s.url).read_bytes()) for s in list_segments(str(log_dir))]
+
+
+def _assert_503(answer: httpx.Response, cause: str) -> None:
+    assert answer.status_code == 503, answer.text
+    (reason,) = answer.json()["errors"]
+    assert reason.startswith("the log could not be written: ") and cause in reason, reason
+
+
+def test_a_log_that_cannot_be_written_answers_503_and_the_server_serves_on(
+    server, tmp_path
+) -> None:
+    """The log's directory is gone (moved away): the append fails for real, the client gets
+    503 with the reason, nothing is stored and the offsets are not used; with the directory
+    back, the server accepts again from the same offset."""
+    log_dir, aside = tmp_path / "log", tmp_path / "aside"
+    assert _post(server, b'{"id": 1}').status_code == 202
+    log_dir.rename(aside)
+    _assert_503(_post(server, b'{"id": 2}\n{"id": 3}'), "No such file or directory")
+    assert not log_dir.exists()  # nothing written anywhere for the refused request
+    aside.rename(log_dir)
+    assert _stored(log_dir) == [(0, 1, b'{"id": 1}\n')]
+    again = _post(server, b'{"id": 4}')
+    assert again.status_code == 202
+    assert again.json() == {"first_offset": 1, "next_offset": 2, "records": 1}
+    assert _stored(log_dir) == [(0, 1, b'{"id": 1}\n'), (1, 2, b'{"id": 4}\n')]
+
+
+def test_a_write_cut_short_answers_503_and_leaves_no_segment(tmp_path) -> None:
+    """Disk full, for real: the process's file-size limit (RLIMIT_FSIZE; Python ignores
+    SIGXFSZ, so the write fails with EFBIG) cuts the segment's write short after 64 KiB. The
+    client gets 503, no segment lists the part written, the offsets are not used, and the next
+    request is stored whole."""
+    server = HttpIngestServer("127.0.0.1", 0, TOKEN, max_body_bytes=1 << 20)
+    log_dir = tmp_path / "log"
+    server.log_for("orders", str(log_dir))
+    try:
+        assert _post(server, b'{"id": 1}').status_code == 202
+        big = b"".join(b'{"id": %d, "pad": "%s"}\n' % (i, b"x" * 90) for i in range(2000))
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, hard))
+        try:
+            cut = _post(server, big)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        _assert_503(cut, "File too large")
+        assert _stored(log_dir) == [(0, 1, b'{"id": 1}\n')]
+        visible = sorted(n for n in os.listdir(log_dir) if not n.startswith((".", "_")))
+        assert visible == ["00000000000000000000-00000000000000000001.jsonl"]
+        again = _post(server, big)
+        assert again.json() == {"first_offset": 1, "next_offset": 2001, "records": 2000}
+        assert _stored(log_dir) == [(0, 1, b'{"id": 1}\n'), (1, 2001, big)]
+    finally:
+        server.close()
 
 
 def test_refusals(server, tmp_path) -> None:
