@@ -180,24 +180,37 @@ class Dispatcher(FencedRpcEndpoint, implements=(DispatcherGateway,)):
             self.on_main_thread(self._io.submit(self._recoverable_jobs), self._recover)
 
     def _recoverable_jobs(self) -> tuple[list[JobGraph], dict[JobId, JobResult]]:
-        """I/O thread: the results on record (dirty ones cleaned up now) and the job graphs
-        of every other stored job, each set to resume from its latest completed checkpoint."""
+        """I/O thread: the job graphs of the stored jobs without a result, each set to resume
+        from its latest completed checkpoint, and the results on record.
+
+        A job with a result (dirty or clean) reached a globally terminal state: it is never
+        started again, although its job graph may still be stored (its leader died before the
+        clean-up, FLIP-194). The graphs are listed before any clean-up, as Flink's
+        SessionDispatcherLeaderProcess skips the jobs of the recovered results; then the HA
+        data of dirty results, and job graphs a clean-up left behind, are removed."""
         leader = self._leader
         assert leader is not None
         results = leader.job_result_store().results()
-        for job_id, (_, clean) in results.items():
-            if not clean:
-                self._clean_up_high_availability(job_id)
         store = leader.job_graph_store()
         graphs = []
+        left_behind: set[JobId] = set()
         for job_id in store.job_ids():
             if job_id in results:
+                logger.info(
+                    "not recovering job %s: it already reached a globally terminal state (%s)",
+                    job_id,
+                    results[job_id][0].details.status.name,
+                )
+                left_behind.add(job_id)
                 continue
             graph = store.recover(job_id)
             latest = leader.checkpoint_store(job_id).latest()
             if latest is not None:
                 graph = dataclasses.replace(graph, savepoint_path=latest[1])
             graphs.append(graph)
+        for job_id, (_, clean) in results.items():
+            if not clean or job_id in left_behind:
+                self._clean_up_high_availability(job_id)
         return graphs, {job_id: result for job_id, (result, _) in results.items()}
 
     def _recover(self, recovering: Future[tuple[list[JobGraph], dict[JobId, JobResult]]]) -> None:
