@@ -1,8 +1,16 @@
-"""RegisterTaskManager at the ResourceManager and the slot protocol (seed 000), in-process."""
+"""RegisterTaskManager at the ResourceManager and the slot protocol (seed 000), in-process.
+
+A check that something does not happen (no registration yet, no offer without a TaskManager,
+no live TaskManager declared dead) first waits for a positive event proving the system went
+past the point where it would have happened: failed registration attempts logged, the
+ResourceManager's answer to the request, heartbeats the monitor received after the pause.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -107,10 +115,20 @@ def wait_until(predicate, timeout: float = WAIT) -> None:  # type: ignore[no-unt
     waiting.wait_until(predicate, what="the condition", timeout=timeout, interval=0.01)
 
 
-def test_task_executor_retries_until_the_resource_manager_exists(service) -> None:
+def test_task_executor_retries_until_the_resource_manager_exists(service, caplog) -> None:
+    """A TaskManager started before its ResourceManager keeps trying: it registers once the
+    ResourceManager exists, after attempts that failed."""
+    caplog.set_level(logging.INFO, logger=TaskExecutor.__module__)
+
+    def failed_attempts() -> int:
+        return sum("tm-early: registration failed" in r.getMessage() for r in caplog.records)
+
     te = TaskExecutor(service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-early"))
     te.start()
-    time.sleep(0.5)  # first lookups fail (lookup timeout 300 ms); it keeps retrying
+    # two attempts failed (lookup timeout 300 ms each): it retried after a failure
+    waiting.wait_until(
+        lambda: failed_attempts() >= 2, what="2 failed registration attempts", timeout=WAIT
+    )
     assert not te.call_async(lambda: te.registered).result(WAIT)
     ResourceManager(service).start()
     wait_until(lambda: te.call_async(lambda: te.registered).result(WAIT))
@@ -145,15 +163,22 @@ def test_slot_request_is_offered_to_the_job_master(service, rm, accept) -> None:
 
 
 def test_slot_requests_wait_for_a_task_manager(service, rm) -> None:
+    """A slot request that no TaskManager can serve waits; it is served when one registers."""
     jm = StubJobMaster(service, True)
     jm.start()
+    # The acknowledgement is the ResourceManager's answer after it matched the request against
+    # its TaskManagers (in the same message): it went past the point of serving it, with none.
     rm.request_slot(jm.address, "jm-token", JobId("job"), AllocationId("a")).result(WAIT)
-    time.sleep(0.1)
+    assert rm.request_task_manager_infos().result(WAIT) == []
     assert jm.call_async(lambda: jm.offers).result(WAIT) == []
     TaskExecutor(
         service, CONF, "local://test/resourcemanager", SPARK, ResourceId("tm-late")
     ).start()
-    wait_until(lambda: len(jm.call_async(lambda: jm.offers).result(WAIT)) == 1)
+    waiting.wait_until(
+        lambda: len(jm.call_async(lambda: jm.offers).result(WAIT)) == 1,
+        what="the waiting request offered a slot of the TaskManager that came",
+        timeout=WAIT,
+    )
 
 
 FAST_HEARTBEATS = Configuration(
@@ -173,8 +198,32 @@ def fast_service() -> Iterator[LocalRpcService]:
     svc.close_async().exception(timeout=WAIT)
 
 
-def start_rm(service: LocalRpcService) -> tuple[ResourceManager, ResourceManagerGateway]:
-    endpoint = ResourceManager(service, configuration=FAST_HEARTBEATS)
+class WatchedResourceManager(ResourceManager):
+    """The real ResourceManager, counting what its heartbeat monitor hears and declares.
+
+    Threading:
+        Both counters are written on the endpoint's main thread; read them through
+        ``call_async``.
+    """
+
+    def __init__(self, service: LocalRpcService, configuration: Configuration) -> None:
+        super().__init__(service, configuration=configuration)
+        self.heartbeats: Counter[str] = Counter()  # by TaskManager
+        self.declared_dead: list[str] = []
+
+    def heartbeat_from_task_manager(self, resource_id, resident_memory_bytes=-1) -> None:  # type: ignore[no-untyped-def]
+        self.heartbeats[resource_id] += 1
+        super().heartbeat_from_task_manager(resource_id, resident_memory_bytes)
+
+    def notify_heartbeat_timeout(self, resource_id) -> None:  # type: ignore[no-untyped-def]
+        self.declared_dead.append(resource_id)
+        super().notify_heartbeat_timeout(resource_id)
+
+
+def start_rm(
+    service: LocalRpcService, kind: type[ResourceManager] = ResourceManager
+) -> tuple[ResourceManager, ResourceManagerGateway]:
+    endpoint = kind(service, configuration=FAST_HEARTBEATS)
     endpoint.start()
     return endpoint, service.connect(
         endpoint.address, ResourceManagerGateway, fencing_token=DEFAULT_LEADER_SESSION_ID
@@ -194,13 +243,30 @@ def registered_names(rm: ResourceManagerGateway) -> list[str]:
 
 
 def test_dead_task_manager_leaves_the_slot_pool_and_live_ones_stay(fast_service) -> None:
-    _, rm = start_rm(fast_service)
+    """A TaskManager that stops answering heartbeats is declared dead; one that answers never
+    is, however long the monitor watches it."""
+    watched, rm = start_rm(fast_service, WatchedResourceManager)
+    assert isinstance(watched, WatchedResourceManager)
     start_te(fast_service, "tm-live")
     doomed = start_te(fast_service, "tm-doomed")
     wait_until(lambda: registered_names(rm) == ["tm-doomed", "tm-live"])
     doomed.close_async().result(WAIT)  # stops answering heartbeats
     wait_until(lambda: registered_names(rm) == ["tm-live"])
-    time.sleep(1.0)  # many heartbeat intervals: the live one is not falsely declared dead
+
+    def heard(resource_id: str) -> int:
+        return watched.call_async(lambda: watched.heartbeats[resource_id]).result(WAIT)
+
+    # 20 more heartbeats of the live one: the monitor asked it 20 times, one interval (50 ms)
+    # apart, so it checked it for 1 s, far past the pause (300 ms) after which a wrong verdict
+    # would have come; each heartbeat is an answer to one of its checks.
+    before = heard("tm-live")
+    waiting.wait_until(
+        lambda: heard("tm-live") >= before + 20,
+        what="20 more heartbeats of tm-live",
+        timeout=WAIT,
+        seen=lambda: heard("tm-live"),
+    )
+    assert watched.call_async(lambda: list(watched.declared_dead)).result(WAIT) == ["tm-doomed"]
     assert registered_names(rm) == ["tm-live"]
 
 
