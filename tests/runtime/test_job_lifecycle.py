@@ -2,6 +2,11 @@
 
 Covers success, a failure racing a finishing subtask, user cancellation, the slot request
 timeout, and lazy deployment of consumers via ScheduleOrUpdateConsumers.
+
+A check that something does not happen (consumers deployed early, a goodbye from a crashed
+TaskManager) first makes sure it would have happened by then: every message that could carry
+it has gone through the mailboxes on its way (:func:`processed`) before the JobMaster and the
+ResourceManager are asked.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from millrace.config import Configuration
+from millrace.rpc import RpcEndpoint
 from millrace.runtime.executiongraph import JobStatus
 from millrace.runtime.io.partition_events import EndOfPartition, Watermark
 from millrace.runtime.job_result import JobResultFailure, JobResultSuccess
@@ -21,12 +27,13 @@ from millrace.runtime.minicluster import MiniCluster
 from millrace.runtime.taskexecutor.task_environment import AbstractInvokable
 from millrace.testing import TestingTaskRuntime
 from tests.faults import busy_task_executor, crash_task_executor
-from tests.waiting import wait_until
+from tests.waiting import result_within, wait_until
 
 WAIT = 10.0
 HERE = __name__
 BARRIER = threading.Barrier(2)
 RELEASE = threading.Event()
+PARKED: list[int] = []  # subtask indexes of ProducesOnRelease tasks waiting for RELEASE
 
 
 class Succeeds(AbstractInvokable):
@@ -50,6 +57,7 @@ class WaitsForCancel(AbstractInvokable):
 
 class ProducesOnRelease(AbstractInvokable):
     def invoke(self) -> None:
+        PARKED.append(self.environment.subtask_index)
         deadline = time.monotonic() + WAIT
         while not RELEASE.wait(0.01):
             self.environment.check_cancelled()
@@ -86,6 +94,16 @@ def vertex(name: str, parallelism: int, invokable: str, source: bool = True) -> 
 
 def run(cluster: MiniCluster, graph: JobGraph):
     return cluster.job_client.submit_job_wait(graph).result(WAIT)
+
+
+def processed(endpoint: RpcEndpoint, hops: int = 2) -> None:
+    """Return once ``endpoint`` has processed every message sent to it before the call, and
+    what those messages sent on through its own mailbox within ``hops - 1`` further hops: one
+    round trip through the FIFO mailbox per hop. A task's report to its JobMaster takes two
+    hops on its TaskExecutor (``run_async`` from the task thread, then the JobMaster gateway's
+    callback), after which it is in the JobMaster's mailbox."""
+    for hop in range(hops):
+        result_within(endpoint.call_async(lambda: None), WAIT, what=f"round trip {hop + 1}")
 
 
 def free_slots(cluster: MiniCluster) -> int:
@@ -143,7 +161,9 @@ def test_too_few_slots_fail_after_the_slot_request_timeout(cluster) -> None:
 
 
 def test_consumers_are_deployed_when_producers_emit(cluster) -> None:
+    """Lazy scheduling: consumers stay CREATED until a producer's first event."""
     RELEASE.clear()
+    PARKED.clear()
     producer = vertex("producer", 2, "ProducesOnRelease")
     consumer = vertex("consumer", 2, "Consumes", source=False)
     graph = JobGraph(
@@ -158,7 +178,12 @@ def test_consumers_are_deployed_when_producers_emit(cluster) -> None:
         return details.vertices[i].states
 
     wait_until(lambda: states(0).get("RUNNING") == 2, what="2 producers RUNNING", timeout=WAIT)
-    time.sleep(0.2)
+    wait_until(lambda: len(PARKED) == 2, what="2 producers waiting to emit", timeout=WAIT)
+    # Everything the producers said before their first event went through their TaskManagers
+    # to the JobMaster, which answers the query below after it: a deployment of the consumers
+    # caused by anything but an event would show now.
+    for te in cluster.task_executors:
+        processed(te)
     assert states(1) == {"CREATED": 2}, "consumers must wait for their producers' first event"
     RELEASE.set()
     result = waiting.result(WAIT)
@@ -288,10 +313,14 @@ def test_a_crashed_task_manager_says_no_goodbye(quiet_cluster) -> None:
     tasks = list(victim._tasks.values())
     crash_task_executor(victim)
     assert tasks and all(t.join(0) for t in tasks)  # its task threads are gone
-    time.sleep(0.5)  # ample for a message; far below the 60 s heartbeat interval
+    assert not victim.rpc_server.main_thread.is_alive()
+    # Its main thread and task threads have ended, so whatever they sent (a goodbye: a task's
+    # final state, a deregistration) is in the JobMaster's or the ResourceManager's mailbox
+    # already; both queries below go through those mailboxes after it (FIFO), and the 60 s
+    # heartbeat interval keeps the heartbeats from telling them anything meanwhile.
     rm = quiet_cluster.resource_manager
     assert rm is not None
-    infos = rm.call_async(rm.request_task_manager_infos).result(WAIT)
+    infos = result_within(rm.call_async(rm.request_task_manager_infos), WAIT, what="infos")
     assert states() == {"RUNNING": 2}
     assert victim.resource_id in {i.resource_id for i in infos}
 
