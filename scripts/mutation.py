@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,9 +80,10 @@ def run(names: list[str], *, fresh: bool) -> int:
     env = {**os.environ, "TMPDIR": str(scratch)}
     started = time.monotonic()
     try:
-        done = subprocess.run(
-            [str(MUTMUT), "run", "--max-children", children, *names], cwd=ROOT, env=env
-        )
+        with shared_spark_jvm(env):
+            done = subprocess.run(
+                [str(MUTMUT), "run", "--max-children", children, *names], cwd=ROOT, env=env
+            )
     finally:
         stop_left_servers(scratch)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -89,6 +91,40 @@ def run(names: list[str], *, fresh: bool) -> int:
     print(f"\nmutmut exited with {done.returncode} after {minutes:.1f} min")
     report()
     return done.returncode
+
+
+@contextlib.contextmanager
+def shared_spark_jvm(env: dict[str, str]) -> Iterator[None]:
+    """Start one Spark JVM (PySpark's gateway, launched as a SparkSession would launch it) for
+    the whole run and point every test session at it (``PYSPARK_GATEWAY_PORT`` and
+    ``PYSPARK_GATEWAY_SECRET`` in ``env``: PySpark then connects instead of launching). Each
+    mutant's session starts and stops a SparkContext in it; ``tests/conftest.py`` stops one a
+    killed session left. The JVM is stopped (its stdin closed, killed after 20 s) at the end.
+    """
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+
+    sys.path.insert(0, str(ROOT / "src"))
+    from millrace.config import Configuration
+    from millrace.spark.spark_session import spark_settings
+
+    settings = spark_settings(Configuration({"spark.master": "local[2]"}))
+    os.environ["TMPDIR"] = env["TMPDIR"]  # the JVM's spark-local dirs go with the run
+    gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(list(settings.items())))
+    env["PYSPARK_GATEWAY_PORT"] = str(gateway.gateway_parameters.port)
+    env["PYSPARK_GATEWAY_SECRET"] = gateway.gateway_parameters.auth_token
+    print(f"one Spark JVM for every mutant: pid {gateway.proc.pid}")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+        gateway.proc.stdin.close()  # PySpark's gateway server exits on EOF of its stdin
+        try:
+            gateway.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            gateway.proc.kill()
+            gateway.proc.wait()
 
 
 def stop_left_servers(scratch: Path) -> None:

@@ -79,11 +79,33 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# Set by scripts/mutation.py: every mutant's test session joins one JVM started ahead (PySpark's
+# own switch: it connects to that gateway instead of launching spark-submit), so a mutant pays
+# a SparkContext (seconds), not a JVM (10-30 s here).
+SHARED_JVM = "PYSPARK_GATEWAY_PORT"
+
+
+def _stop_a_context_left_in_the_shared_jvm() -> None:
+    """Stop the SparkContext a killed test session (a mutant that timed out) left running in
+    the shared JVM: a JVM holds one active SparkContext, and the next session's would fail."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # connects to the shared gateway; no JVM is launched
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    # SparkContext.getActive is private[spark] in Scala: public in bytecode, on the companion
+    left = getattr(getattr(jvm.org.apache.spark, "SparkContext$"), "MODULE$").getActive()
+    if left.isDefined():
+        left.get().stop()
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The SparkSession of the test process (started once, stopped with its JVM at the end)."""
     from millrace.spark.spark_session import create_spark_session, stop_spark_session
 
+    if SHARED_JVM in os.environ:
+        _stop_a_context_left_in_the_shared_jvm()
     session = create_spark_session(
         Configuration({"spark.master": "local[2]"}), app_name="millrace-tests"
     )

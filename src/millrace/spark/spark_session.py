@@ -81,6 +81,26 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
     remote = configuration.get(SparkOptions.REMOTE)
     if remote:
         return _connect_session(configuration, remote)
+    settings = spark_settings(configuration)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def spark_settings(configuration: Configuration) -> dict[str, str]:
+    """The settings of a classic (JVM) SparkSession for ``configuration``: Millrace's defaults,
+    then every ``spark.*`` key given (``spark.remote`` left out). Sets ``SPARK_LOCAL_IP`` and
+    ``PYSPARK_PYTHON`` in this process's environment if unset (PySpark reads them there).
+
+    Also the launch settings of a JVM started ahead of its sessions (``scripts/mutation.py``
+    starts one JVM that every mutant's test session joins through ``PYSPARK_GATEWAY_PORT``).
+
+    Raises:
+        ConfigError: If a spark option has an invalid value.
+    """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
     # Python UDFs run in worker processes started with PYSPARK_PYTHON (PySpark reads only the
     # environment, not spark.pyspark.python): without it they get the PATH's python3, which
@@ -101,12 +121,7 @@ def create_spark_session(configuration: Configuration, app_name: str = "millrace
         # executors on other hosts call the driver back at spark.driver.host: bind it there
         # too (Spark's own default), not at the loopback default above
         settings["spark.driver.bindAddress"] = given["spark.driver.host"]
-    builder = SparkSession.builder.appName(app_name)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return settings
 
 
 def _connect_session(configuration: Configuration, remote: str) -> Any:
