@@ -44,14 +44,25 @@ ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "mutants"
 MUTMUT = Path(sys.executable).with_name("mutmut")
 
-# The modules of issue 17 point 7, by the path prefix of their files.
+# The modules of issues 17 and 29, by the path prefix of their files.
 MODULES = {
     "runtime/checkpoint/": "src/millrace/runtime/checkpoint/",
     "runtime/io/": "src/millrace/runtime/io/",
-    "spark/windowing.py": "src/millrace/spark/windowing.py",
+    "runtime/highavailability/": "src/millrace/runtime/highavailability/",
+    "dispatcher/dispatcher.py": "src/millrace/runtime/dispatcher/dispatcher.py",
     "jobmaster/sink_committer.py": "src/millrace/runtime/jobmaster/sink_committer.py",
+    "spark/windowing.py": "src/millrace/spark/windowing.py",
+    "spark/window_stream_task.py": "src/millrace/spark/window_stream_task.py",
+    "spark/window_firing.py": "src/millrace/spark/window_firing.py",
+    "spark/keyed_aggregate_stream_task.py": "src/millrace/spark/keyed_aggregate_stream_task.py",
+    "spark/running_aggregation.py": "src/millrace/spark/running_aggregation.py",
+    "spark/interval_join_stream_task.py": "src/millrace/spark/interval_join_stream_task.py",
+    "spark/two_input_stream_task.py": "src/millrace/spark/two_input_stream_task.py",
+    "spark/keyed_state_files.py": "src/millrace/spark/keyed_state_files.py",
+    "spark/keyed_chain_stream_task.py": "src/millrace/spark/keyed_chain_stream_task.py",
     "connectors/parquet_sink.py": "src/millrace/connectors/parquet_sink.py",
     "connectors/postgres_sink.py": "src/millrace/connectors/postgres_sink.py",
+    "connectors/http_source_log.py": "src/millrace/connectors/http_source_log.py",
 }
 COLUMNS = ("mutants", "killed", "survived", "timeout", "no tests", "other")
 
