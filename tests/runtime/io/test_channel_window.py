@@ -1,13 +1,18 @@
-"""Seed 001's flow control, producer end: the window's accounting (pure), and a ResultPartition
-putting AckRequests in and waking its producer when the consumers' Acks make room."""
+"""Seed 001's flow control, producer end: the window's accounting (pure), a ResultPartition
+putting AckRequests in and waking its producer when the consumers' Acks make room, and the
+producer's loss counter (``ChannelWindow.lost``, ``ResultPartition.lost_events``): exactly the
+events an Ack reports missing under each injected channel fault."""
 
 from __future__ import annotations
 
 import pytest
 
 from millrace.config import Configuration, FlowControlOptions
-from millrace.errors import ConfigError, PartitionNotFoundError
+from millrace.errors import ConfigError, MessageLossError, PartitionNotFoundError
+from millrace.runtime.deployment import InputChannelDescriptor
+from millrace.runtime.io.channel_fault_injection import ChannelFault, ChannelFaultInjector
 from millrace.runtime.io.channel_window import ChannelWindow, FlowControlSettings
+from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.partition_events import (
     Ack,
     AckRequest,
@@ -16,7 +21,7 @@ from millrace.runtime.io.partition_events import (
     Watermark,
 )
 from millrace.runtime.io.result_partition import ResultPartition
-from millrace.types import JobId, ResultPartitionId
+from millrace.types import Address, JobId, ResultPartitionId
 
 SESSION = 7
 
@@ -161,3 +166,75 @@ def test_a_repeated_ack_request_frees_a_window_whose_ack_was_lost() -> None:
     assert room.result(0) is None and p.has_room
     p.acknowledge(0, Ack(p.session_id, 1, 2))  # the lost one, late: ignored
     assert p.has_room
+
+
+def gearpump_consumer(partition: ResultPartition) -> tuple[list[int], int]:
+    """Read channel 0 of ``partition`` as Gearpump's receiver does (no sequence check): count
+    the events of the partition's session as they arrive and answer every AckRequest with an
+    Ack carrying that count. Returns the largest number of events missing at any Ack, found
+    independently of the count: the sequence numbers sent up to the AckRequest that have not
+    arrived with its session by then."""
+    reply = partition.poll(0, 0).result(0)
+    arrived: set[int] = set()
+    received = 0
+    missing_at_acks: list[int] = []
+    stamps = zip(reply.events, reply.session_ids, reply.sequences, strict=True)
+    for event, session_id, sequence in stamps:
+        if session_id != partition.session_id:
+            continue  # a stale attempt's event: not of this session
+        received += 1
+        arrived.add(sequence)
+        if isinstance(event, AckRequest):
+            missing_at_acks.append(len(set(range(sequence + 1)) - arrived))
+            partition.acknowledge(0, Ack(session_id, sequence, received))
+    return missing_at_acks, max(missing_at_acks)
+
+
+@pytest.mark.parametrize(
+    ("kind", "bundle", "lost"),
+    [
+        ("drop", 1, 1),  # never delivered
+        ("stale", 1, 1),  # delivered with another session: not this session's
+        ("repeat", 1, 0),  # delivered twice: nothing missing
+        ("delay", 1, 0),  # overtaken by the next bundle: there before the AckRequest
+        ("delay", 3, 1),  # overtaken by the AckRequest: missing when it is answered
+    ],
+)
+def test_the_loss_counter_counts_the_events_an_ack_reports_missing(
+    tmp_path, kind: str, bundle: int, lost: int
+) -> None:
+    """The producer's ``lost`` is the most events any Ack of the channel reported missing
+    (Gearpump's AckRequest/Ack loss check), under each fault the test-only injection makes:
+    real partition, real injector, and the Acks a counting consumer sends."""
+    faults = ChannelFaultInjector(ChannelFault(kind, 0, 0, bundle), 0, tmp_path / "marker")
+    settings = FlowControlSettings(True, 16, 10**9, 4)
+    p = ResultPartition(ResultPartitionId("p"), JobId("j"), 1, settings, faults)
+    for i in range(8):  # an AckRequest after the 4th and the 8th bundle
+        p.add(0, DataBundle(f"b{i}", 1))
+    missing_at_acks, most = gearpump_consumer(p)
+    assert len(missing_at_acks) == 2
+    assert most == lost
+    assert p.windows[0].lost == most
+    assert p.lost_events == most
+
+
+@pytest.mark.parametrize(("kind", "bundle"), [("drop", 1), ("stale", 1), ("delay", 3)])
+def test_a_real_consumer_fails_on_the_loss_before_it_acknowledges_it(
+    tmp_path, kind: str, bundle: int
+) -> None:
+    """The consumer's InputGate checks every event's sequence: it fails with MessageLossError
+    at the first missing event, before the AckRequest after it is answered, so no Ack of a
+    real consumer reports a loss (the producer's counter stays 0, the job recovers through
+    the consumer's failure)."""
+    faults = ChannelFaultInjector(ChannelFault(kind, 0, 0, bundle), 0, tmp_path / "marker")
+    settings = FlowControlSettings(True, 16, 10**9, 4)
+    p = ResultPartition(ResultPartitionId("p"), JobId("j"), 1, settings, faults)
+    for i in range(8):
+        p.add(0, DataBundle(f"b{i}", 1))
+    acks: list[Ack] = []
+    channel = InputChannelDescriptor(ResultPartitionId("p"), 0, Address("local://t/te"), 0)
+    gate = InputGate([channel], lambda c, index: p.poll(0, index), ack=lambda c, a: acks.append(a))
+    with pytest.raises(MessageLossError):
+        for _ in range(20):
+            gate.poll_next(0)
+    assert acks == []  # the AckRequest after the missing event is never answered

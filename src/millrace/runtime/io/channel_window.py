@@ -65,7 +65,11 @@ class ChannelWindow:
         next_sequence: Sequence number the next event gets (0 first).
         unacked_bytes: Bytes of the unacknowledged bundles.
         acked: Sequence number of the latest Ack's AckRequest (-1 before any).
-        lost: Events the consumer reported missing in an Ack (sent minus received).
+        lost: The most events of the session any Ack reported missing (sent up to its
+            AckRequest minus received: Gearpump's loss check at the sender). 0 while the
+            consumer's own sequence check holds, which fails the consumer at the first gap
+            or stale event before it answers a later AckRequest; the partition logs a rise
+            and reports the sum over its channels (``ResultPartition.lost_events``).
 
     Threading:
         One thread (the owning TaskExecutor's main thread).

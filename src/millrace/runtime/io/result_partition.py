@@ -14,6 +14,7 @@ again (``wait_for_room``).
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future
 
 from millrace.errors import PartitionNotFoundError
@@ -31,6 +32,8 @@ from millrace.runtime.io.partition_events import (
 from millrace.types import JobId, ResultPartitionId
 
 __all__ = ["ResultPartition"]
+
+logger = logging.getLogger(__name__)
 
 
 class ResultPartition:
@@ -111,6 +114,12 @@ class ResultPartition:
             self.num_events += 1
 
     @property
+    def lost_events(self) -> int:
+        """Events the consumers' Acks reported missing, over all channels (each channel's
+        most at any Ack: ``ChannelWindow.lost``)."""
+        return sum(w.lost for w in self.windows)
+
+    @property
     def has_room(self) -> bool:
         """Whether every channel's window has room for another bundle."""
         return all(w.has_room for w in self.windows)
@@ -141,7 +150,19 @@ class ResultPartition:
         (ignored if stale or out of range); wake the producer if every channel has room."""
         if not 0 <= subpartition < len(self.windows):
             return
-        if self.windows[subpartition].on_ack(ack) and self._room and self.has_room:
+        window = self.windows[subpartition]
+        lost_before = window.lost
+        accepted = window.on_ack(ack)
+        if window.lost > lost_before:
+            logger.error(
+                "partition %s, channel %d: the consumer's Ack of event %d reports %d events "
+                "of the session missing (message loss)",
+                self.partition_id,
+                subpartition,
+                ack.sequence,
+                window.lost,
+            )
+        if accepted and self._room and self.has_room:
             waiting, self._room = self._room, []
             for future in waiting:
                 if not future.done():
