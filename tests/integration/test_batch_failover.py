@@ -2,15 +2,21 @@
 window join) or while the source stage runs. Only the lost subtask runs again: a keyed one from
 the blocking exchange files its producers left in the exchange store, a source one with the
 splits it was handed back at its SplitEnumerator (Flink's addSplitsBack); the other subtasks
-run once; the output equals pandas row for row."""
+run once; the output equals pandas row for row. A keyed subtask lost after its sink staged its
+output leaves those staged files behind: the final commit takes the final attempts' files only,
+so not one row of the lost attempt is committed."""
 
 from __future__ import annotations
 
 import logging
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
@@ -24,6 +30,7 @@ from millrace import (
 from millrace.runtime.executiongraph import ExecutionState
 from millrace.runtime.job_result import JobResultSuccess
 from millrace.runtime.minicluster import MiniCluster
+from millrace.runtime.sink.sink import SinkWrite
 from millrace.runtime.taskexecutor.task_executor import TaskExecutor
 from millrace.spark.spark_task_runtime import SparkTaskRuntime
 from tests.faults import crash_task_executor
@@ -46,17 +53,48 @@ flight_delays = load_example("flight_delays")
 flights_weather = load_example("flights_weather")
 
 
-def slowly(frame):
-    """The window's output unchanged, ~2 ms a row (a Python UDF): a keyed stage that runs for
-    seconds, long enough to lose its TaskManager in the middle."""
+@dataclass(frozen=True)
+class HoldingSink:
+    """A sink chained after the ParquetSink that stages nothing: the first subtask attempt to
+    write to it claims the hold (a marker file created exclusively), names itself in
+    ``held-attempt`` and waits until the test creates ``released``. The ParquetSink before it
+    in the chain has staged the attempt's output by then, so the test can lose the attempt's
+    TaskManager with staged sink files left behind. Every later write passes straight through.
+    """
 
-    def same(value):  # no hints: Spark would try to infer a pandas UDF from them
-        import time as _time
+    directory: str
 
-        _time.sleep(0.002)
-        return value
+    def describe(self) -> str:
+        return f"hold at {self.directory}"
 
-    return frame.withColumn("flights", F.udf(same, "long")(F.col("flights")))
+    def initialize_global(self, job_id: str) -> None:
+        pass
+
+    def write(
+        self, table: Any, job_id: str, subtask: int, sequence: int, attempt_id: str
+    ) -> SinkWrite:
+        directory = Path(self.directory)
+        try:
+            os.close(os.open(directory / "claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return SinkWrite(table.num_rows, None)
+        (directory / "held-attempt.tmp").write_text(attempt_id)
+        (directory / "held-attempt.tmp").rename(directory / "held-attempt")
+        released = directory / "released"
+        wait_until(released.exists, what="the test to release the held write", timeout=WAIT)
+        return SinkWrite(table.num_rows, None)
+
+    def pre_commit(self, job_id: str, checkpoint_id: int, pending: Any) -> None:
+        pass
+
+    def commit(self, job_id: str, commit_id: int, pending: Any) -> None:
+        pass
+
+    def pending(self, job_id: str, attempt_ids: Any) -> list[str]:
+        return []
+
+    def abort(self, job_id: str, keep: Any = ()) -> None:
+        pass
 
 
 def pausing(frame):
@@ -161,22 +199,94 @@ def assert_region_failover(
     assert result.details.restarts >= 1
 
 
+def run_losing_a_task_manager_after_staging(
+    spark, conf: Configuration, env: StreamExecutionEnvironment, hold: Path, out: Path, caplog
+) -> tuple[JobResultSuccess, list[str], str]:
+    """Run ``env``'s job (whose keyed stage ends in a ParquetSink at ``out`` then a
+    ``HoldingSink`` at ``hold``) and kill -9 the TaskManager of the held subtask attempt once
+    the ParquetSink has staged that attempt's output; returns the job's (successful) result,
+    the messages it logged and the lost attempt's id."""
+    graph = env.get_job_graph("batch-region-failover")
+    with (
+        caplog.at_level(logging.INFO, logger="millrace"),
+        MiniCluster(conf, SparkTaskRuntime(conf, given=spark)) as cluster,
+    ):
+        waiting = cluster.job_client.submit_job_wait(graph)
+        held = hold / "held-attempt"
+        wait_until(
+            lambda: held.exists() or waiting.done(), what="a keyed subtask held", timeout=WAIT
+        )
+        assert held.exists() and not waiting.done(), "the job ended before the hold"
+        attempt = held.read_text()
+        victim = next(te for te in cluster.task_executors if attempt in te._tasks)
+        staged_dir = out / ".pending" / graph.job_id
+        # the positive event: the ParquetSink staged the held attempt's output
+        wait_until(
+            lambda: staged_dir.exists() and any(staged_dir.glob(f"part-*.{attempt}")),
+            what=f"attempt {attempt}'s staged output in {staged_dir}",
+            timeout=WAIT,
+        )
+
+        def release_once_dead() -> None:
+            # after the TaskManager's main thread died (nothing it reports gets out), the held
+            # write returns, so that its task thread ends as kill -9 ends it
+            wait_until(
+                lambda: not victim.rpc_server.main_thread.is_alive(),
+                what=f"the main thread of {victim.resource_id} to die",
+                timeout=WAIT,
+            )
+            (hold / "released").touch()
+
+        with ThreadPoolExecutor(1) as releaser:
+            released = releaser.submit(release_once_dead)
+            crash_task_executor(victim)
+            result_within(released, WAIT, what="the held write released")
+        result = result_within(waiting, WAIT, what="the job's result after the crash")
+    assert isinstance(result, JobResultSuccess), result
+    return result, [r.getMessage() for r in caplog.records], attempt
+
+
+def assert_same_rows(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    """Multiset equality of the window rows: the same (carrier, window) keys as many times each
+    (a duplicated row fails), exact counts and window ends, averages within 1e-9."""
+    keys = ["carrier", "window_start"]
+    actual = actual.sort_values(keys, ignore_index=True)
+    expected = expected.sort_values(keys, ignore_index=True)
+    columns = ["carrier", "window_start", "window_end", "flights"]
+    assert len(actual) == len(expected), (
+        f"{len(actual)} rows, expected {len(expected)}; duplicated keys:\n"
+        f"{actual[actual.duplicated(keys, keep=False)].head(10)}"
+    )
+    rows = list(actual[columns].itertuples(index=False, name=None))
+    wanted = list(expected[columns].itertuples(index=False, name=None))
+    differ = [(a, e) for a, e in zip(rows, wanted, strict=True) if a != e]
+    assert not differ, f"{len(differ)} window rows differ, e.g. {differ[:3]}"
+    gap = (actual["avg_dep_delay"] - expected["avg_dep_delay"]).abs().max()
+    assert gap <= 1e-9, f"averages differ by {gap}"
+
+
 def test_a_lost_task_manager_reruns_only_the_keyed_subtask_it_ran(
     spark, flights_dir, tmp_path, caplog
 ) -> None:
+    """The keyed subtask is lost after its ParquetSink staged its output: that attempt's
+    staged files stay in the sink's pending directory until the job ends, and the final commit
+    takes only the final attempts' files (each window once; the lost attempt's rows are in
+    no committed file)."""
     conf = batch_failover_configuration(tmp_path)
     env = StreamExecutionEnvironment(conf, spark)
-    (
-        daily_delays(departed_flights(env, flights_dir))
-        .transform(slowly, name="slowly")
-        .sink_to(ParquetSink(str(tmp_path / "out")))
+    out, hold = tmp_path / "out", tmp_path / "hold"
+    hold.mkdir()
+    delays = daily_delays(departed_flights(env, flights_dir))
+    delays.sink_to(ParquetSink(str(out)))
+    delays.sink_to(HoldingSink(str(hold)))
+    result, logs, lost = run_losing_a_task_manager_after_staging(
+        spark, conf, env, hold, out, caplog
     )
-    result, logs = run_losing_a_task_manager(spark, conf, env, "TumblingEventTimeWindows", caplog)
 
-    assert_same_result(
-        read_output(tmp_path / "out"), expected_flight_delays(read_flights(flights_dir))
-    )
-    assert_region_failover(logs, result, sources=2, out=tmp_path / "out")
+    assert_same_rows(read_output(out), expected_flight_delays(read_flights(flights_dir)))
+    committed = sorted(p.name for p in out.glob("part-*.parquet"))
+    assert not any(f"-{lost[:8]}-" in name for name in committed), committed
+    assert_region_failover(logs, result, sources=2, out=out)
     source, window = result.accumulators.values()
     assert source.records_in == 336_776 and source.bundles == 2
     assert window.bundles == 2  # the final attempts: one firing each
