@@ -256,10 +256,12 @@ def test_a_check_during_a_tolerated_outage_waits_for_the_connection_and_passes(
     """A commit's leadership check whose request the dropped connection fails (ConnectionLoss:
     the request was in flight when ZooKeeper went down) waits for the connection and asks
     again, instead of failing: it failed, and a job restarted over a ZooKeeper restart (CI)."""
+    # The check waits up to the session timeout: longer than a loaded machine may take to
+    # start ZooKeeper's JVM again (8 s was too short with a Spark test running beside it).
     a, contender = jobmanagers.contend(
         "jobmanager-a",
         **{
-            "high-availability.zookeeper.client.session-timeout": "8 s",
+            "high-availability.zookeeper.client.session-timeout": "20 s",
             "high-availability.zookeeper.client.tolerate-suspended-connections": "true",
         },
     )
@@ -269,8 +271,10 @@ def test_a_check_during_a_tolerated_outage_waits_for_the_connection_and_passes(
     wait_until(lambda: states.saw(KazooState.SUSPENDED), what="the client suspended")
     asked = a.client.exists_async
     dropped: list[str] = []
+    asks: list[str] = []
 
     def in_flight_at_the_drop(path: str, *args: object, **kwargs: object) -> object:
+        asks.append(path)
         if dropped:
             return asked(path, *args, **kwargs)
         dropped.append(path)  # the first request is lost with the connection
@@ -281,11 +285,17 @@ def test_a_check_during_a_tolerated_outage_waits_for_the_connection_and_passes(
     monkeypatch.setattr(a.client, "exists_async", in_flight_at_the_drop)
     with ThreadPoolExecutor(1) as checker:
         checking = checker.submit(a.leader_services(session).check_leadership)
-        time.sleep(1.0)  # the outage lasts; the check is still waiting for the connection
-        assert not checking.done()
+        # past the dropped request: the check asks again while the server is still down
+        wait_until(
+            lambda: len(asks) >= 2 or checking.done(),
+            what="the check asking again after the dropped request",
+            timeout=LEADER_WAIT,
+            seen=lambda: (asks, checking),
+        )
+        assert not checking.done(), checking.exception(timeout=0)
         zookeeper.start()
         checking.result(timeout=LEADER_WAIT)  # passes: still the leader
-    assert dropped
+    assert dropped and asks[0] == asks[1] == dropped[0]
     assert not states.saw(KazooState.LOST)
     assert contender.events == [("granted", session)]
 
@@ -370,16 +380,20 @@ def test_a_zookeeper_outage_longer_than_the_session_timeout_keeps_a_prompt_clien
     old_session = a.client.client_id[0]
 
     zookeeper.stop()
+    wait_until(lambda: states.saw(KazooState.SUSPENDED), what="the client suspended")
     time.sleep(4.5)  # the outage: longer than the 4 s session timeout, on purpose
     zookeeper.start()
 
+    # the positive event: the client's listener saw it connected again after the suspension
+    # (a lost session would have shown LOST before that)
     wait_value(
-        lambda: a.client.state,
-        lambda state: state == KazooState.CONNECTED,
-        what="the client reconnected",
+        lambda: list(states.states),
+        lambda seen: KazooState.CONNECTED in seen[seen.index(KazooState.SUSPENDED) :],
+        what="the client reconnected after its suspension",
         timeout=LEADER_WAIT,
     )
-    assert not states.saw(KazooState.LOST)
+    assert a.client.state == KazooState.CONNECTED
+    assert not states.saw(KazooState.LOST), states.states
     assert a.client.client_id[0] == old_session
     assert contender.events == [("granted", session)]
     a.leader_services(session).check_leadership()
