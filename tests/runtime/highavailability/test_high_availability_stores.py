@@ -167,15 +167,18 @@ def test_a_read_only_job_graph_store_refuses_writes(
 # Completed checkpoints ----------------------------------------------------------------------
 
 
-def test_the_checkpoint_store_keeps_the_retained_pointers_and_the_counter(
+def test_the_checkpoint_store_keeps_the_retained_pointers_and_drops_the_counter_at_shutdown(
     leader: Leader, jobmanagers: JobManagers, observer: KazooClient
 ) -> None:
     job = JobId("a" * 32)
     store = leader.leader.checkpoint_store(job)
-    assert store.latest() is None and store.next_checkpoint_id() == 1
+    counter = leader.leader.checkpoint_id_counter(job)
+    assert store.latest() is None
 
-    for checkpoint_id in (1, 2, 3, 4):
-        store.add(checkpoint_id, f"/chk/{job}/chk-{checkpoint_id}", retained=2)
+    for _ in range(5):
+        checkpoint_id = counter.get_and_increment()  # as the coordinator reserves its ids
+        if checkpoint_id < 5:
+            store.add(checkpoint_id, f"/chk/{job}/chk-{checkpoint_id}", retained=2)
 
     paths = leader.services.paths
     assert sorted(observer.get_children(paths.checkpoints(job))) == [
@@ -183,7 +186,7 @@ def test_the_checkpoint_store_keeps_the_retained_pointers_and_the_counter(
         f"{4:019d}",
     ]
     assert store.latest() == (4, f"/chk/{job}/chk-4")
-    assert store.next_checkpoint_id() == 5
+    assert counter.next_id() == 6  # adding a pointer leaves the counter alone
     pointer = json.loads(observer.get(paths.checkpoint(job, 4))[0])
     assert pointer == {"checkpoint_id": 4, "location": f"/chk/{job}/chk-4"}
 
@@ -192,12 +195,17 @@ def test_the_checkpoint_store_keeps_the_retained_pointers_and_the_counter(
 
     # Another job's pointers are its own.
     other = leader.leader.checkpoint_store(JobId("b" * 32))
-    assert other.latest() is None and other.next_checkpoint_id() == 1
+    assert other.latest() is None
+    assert leader.leader.checkpoint_id_counter(JobId("b" * 32)).next_id() == 1
 
     store.shutdown()
     assert observer.exists(paths.job(job)) is None
-    assert store.latest() is None and store.next_checkpoint_id() == 1
+    assert store.latest() is None and counter.next_id() == 1
     store.shutdown()  # idempotent
+    # a job whose checkpoints never completed has a counter and no pointers: both go
+    assert counter.get_and_increment() == 1
+    store.shutdown()
+    assert observer.exists(paths.job(job)) is None
 
 
 def test_a_new_leader_restores_the_latest_checkpoint_and_continues_the_ids(
@@ -205,7 +213,9 @@ def test_a_new_leader_restores_the_latest_checkpoint_and_continues_the_ids(
 ) -> None:
     job = JobId("a" * 32)
     first = lead(jobmanagers, "jobmanager-a")
+    assert first.leader.checkpoint_id_counter(job).get_and_increment(at_least=7) == 7
     first.leader.checkpoint_store(job).add(7, "/chk/chk-7", retained=3)
+    assert first.leader.checkpoint_id_counter(job).get_and_increment() == 8  # not completed
     first.leader.job_graph_store().put(job_graph(job_id=job))
     second_services, second_contender = jobmanagers.contend("jobmanager-b")
 
@@ -215,10 +225,10 @@ def test_a_new_leader_restores_the_latest_checkpoint_and_continues_the_ids(
     successor = second_services.leader_services(session)
     store = successor.checkpoint_store(job)
     assert store.latest() == (7, "/chk/chk-7")
-    assert store.next_checkpoint_id() == 8
+    assert successor.checkpoint_id_counter(job).get_and_increment() == 9
     assert successor.job_graph_store().job_ids() == [job]
-    store.add(8, "/chk/chk-8", retained=3)
-    assert store.latest() == (8, "/chk/chk-8")
+    store.add(9, "/chk/chk-9", retained=3)
+    assert store.latest() == (9, "/chk/chk-9")
 
 
 # A former leader ----------------------------------------------------------------------------
@@ -277,6 +287,8 @@ def succession(jobmanagers: JobManagers, observer: KazooClient, lose: Loss) -> S
     former = lead(jobmanagers, "jobmanager-a", **FORMER_LEADER)
     original = job_graph("original", job)
     former.leader.job_graph_store().put(original)
+    for _ in range(3):
+        former.leader.checkpoint_id_counter(job).get_and_increment()
     former.leader.checkpoint_store(job).add(3, "/chk/chk-3", retained=2)
     former.leader.job_result_store().create_dirty(job_result("d" * 32))
     standby_services, standby = jobmanagers.contend("jobmanager-b")
@@ -314,6 +326,8 @@ def test_a_former_leaders_writes_are_refused_and_change_nothing_in_zookeeper(
     with pytest.raises(HighAvailabilityError):
         checkpoints.shutdown()
     with pytest.raises(HighAvailabilityError):
+        s.former.leader.checkpoint_id_counter(s.job).get_and_increment()
+    with pytest.raises(HighAvailabilityError):
         results.create_dirty(job_result("f" * 32))
     with pytest.raises(HighAvailabilityError):
         results.mark_clean(JobId("d" * 32))
@@ -321,7 +335,7 @@ def test_a_former_leaders_writes_are_refused_and_change_nothing_in_zookeeper(
     assert not_leader_znodes(observer, s.former.services.paths.base) == s.before
     assert s.successor.job_graph_store().job_ids() == [s.job]
     assert s.successor.checkpoint_store(s.job).latest() == (3, "/chk/chk-3")
-    assert s.successor.checkpoint_store(s.job).next_checkpoint_id() == 4
+    assert s.successor.checkpoint_id_counter(s.job).next_id() == 4
     assert s.successor.job_result_store().results() == s.results_before
 
 
@@ -339,6 +353,7 @@ def test_a_former_leaders_writes_raise_leadership_lost(
         "remove": lambda: graphs.remove(s.job),
         "add": lambda: checkpoints.add(4, "/chk/chk-4", retained=1),
         "shutdown": checkpoints.shutdown,
+        "get_and_increment": s.former.leader.checkpoint_id_counter(s.job).get_and_increment,
         "create_dirty": lambda: s.former.leader.job_result_store().create_dirty(
             job_result("f" * 32)
         ),
@@ -500,8 +515,10 @@ def test_without_ha_the_stores_keep_nothing(
 
     checkpoints = leader.checkpoint_store(graph.job_id)
     checkpoints.add(1, "/chk/chk-1", retained=1)
-    assert checkpoints.latest() is None and checkpoints.next_checkpoint_id() == 1
+    assert checkpoints.latest() is None
     checkpoints.shutdown()
+    counter = leader.checkpoint_id_counter(graph.job_id)
+    assert [counter.get_and_increment(), counter.get_and_increment(at_least=5)] == [1, 5]
 
     results = leader.job_result_store()
     results.create_dirty(job_result(graph.job_id))

@@ -37,6 +37,7 @@ from millrace.errors import CheckpointError, describe
 from millrace.rpc.main_thread_executor import ComponentMainThreadExecutor
 from millrace.runtime.checkpoint.chained_state import unchained_snapshots
 from millrace.runtime.checkpoint.checkpoint_history import CheckpointHistory, CheckpointRecord
+from millrace.runtime.checkpoint.checkpoint_ids import CheckpointIds
 from millrace.runtime.checkpoint.checkpoint_settings import CheckpointSettings
 from millrace.runtime.checkpoint.checkpoint_storage import (
     CheckpointMetadata,
@@ -58,6 +59,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_Splits = dict[JobVertexId, tuple[str, ...]]  # source vertex -> split ids
+_Staged = dict[tuple[str, int], tuple[str, ...]]  # (vertex, sink position) -> staged handles
 
 
 class CheckpointCoordinatorContext(Protocol):
@@ -115,7 +118,7 @@ class CheckpointCoordinator:
         self._on_main_thread = main_thread.when_done
         self._io = io_executor
         self._context = context
-        self._next_id = 1
+        self.ids = CheckpointIds(job_graph.name, main_thread, io_executor)  # HA: a counter
         self._pending: dict[int, PendingCheckpoint] = {}
         self._completed: deque[CheckpointMetadata] = deque()
         self._restored: CheckpointMetadata | None = None
@@ -170,7 +173,7 @@ class CheckpointCoordinator:
         it, and it is the latest state until a newer checkpoint completes."""
         self._main_thread.assert_running_in_main_thread()
         self._restored = metadata
-        self._next_id = max(self._next_id, metadata.checkpoint_id + 1)
+        self.ids.restored(metadata.checkpoint_id)
         self._owed.restored()  # its restore commits it with every commit it names
 
     @property
@@ -180,7 +183,7 @@ class CheckpointCoordinator:
 
     @property
     def next_checkpoint_id(self) -> int:
-        return self._next_id
+        return self.ids.next_id
 
     # Triggering --------------------------------------------------------------------------------
 
@@ -189,7 +192,7 @@ class CheckpointCoordinator:
         if not self._running:
             return
         wait = self._last_completion + self.settings.min_pause - self._clock.monotonic()
-        if wait <= 0 and len(self._pending) < self.settings.max_concurrent:
+        if wait <= 0 and len(self._pending) + self.ids.reserving < self.settings.max_concurrent:
             try:
                 self.trigger()
             except CheckpointError as error:
@@ -209,11 +212,15 @@ class CheckpointCoordinator:
             CheckpointError: If not every task is RUNNING (nothing is started).
         """
         self._main_thread.assert_running_in_main_thread()
-        targets = self._context.checkpoint_targets()
-        if targets is None:
+        if self._context.checkpoint_targets() is None:  # asked again once the id is there
             raise CheckpointError(f"job {self._job.name}: not every task is RUNNING")
-        checkpoint_id = self._next_id
-        self._next_id += 1
+        return self.ids.with_id(functools.partial(self._start, is_savepoint, savepoint_target))
+
+    def _start(
+        self, is_savepoint: bool, savepoint_target: str | None, checkpoint_id: int
+    ) -> Future[CheckpointMetadata]:
+        if (targets := self._context.checkpoint_targets()) is None:
+            raise CheckpointError(f"job {self._job.name}: not every task is RUNNING")
         pending = PendingCheckpoint(
             checkpoint_id,
             round(self._clock.time() * 1000),
@@ -392,9 +399,7 @@ class CheckpointCoordinator:
             )
 
     def complete_final(
-        self,
-        finished_splits: dict[JobVertexId, tuple[str, ...]],
-        sink_pending: dict[tuple[str, int], tuple[str, ...]],
+        self, finished_splits: _Splits, sink_pending: _Staged
     ) -> Future[CheckpointMetadata]:
         """Write the final checkpoint of a finished bounded job (FLIP-147): every source split
         finished, no keyed state, and the sink data the final attempts staged after the last
@@ -409,8 +414,11 @@ class CheckpointCoordinator:
             failed with what writing raised.
         """
         self._main_thread.assert_running_in_main_thread()
-        checkpoint_id = self._next_id
-        self._next_id += 1
+        return self.ids.with_id(functools.partial(self._write_final, finished_splits, sink_pending))
+
+    def _write_final(
+        self, finished_splits: _Splits, sink_pending: _Staged, checkpoint_id: int
+    ) -> Future[CheckpointMetadata]:
         earlier = self._owed.earlier_commits()
         # staged data an unconfirmed checkpoint already owes is committed under its own id
         owed = {h for c in earlier for hs in c.pending.values() for h in hs}

@@ -1,11 +1,13 @@
-"""Completed-checkpoint stores (Flink's CompletedCheckpointStore and CheckpointIDCounter).
+"""Completed-checkpoint stores (Flink's CompletedCheckpointStore).
 
 A checkpoint is complete only once its store accepted it: with ZooKeeper, one transaction
 checks the leader's latch, adds ``jobs/<job-id>/checkpoints/<%019d id>`` (a pointer to the
-metadata the checkpoint storage wrote), advances ``checkpoint_id_counter`` and drops the
-pointers beyond the retained ones. A former leader's transaction fails, so it can neither
-complete a checkpoint nor, therefore, commit one. A new leader restores the latest pointer and
-continues the ids after the counter.
+metadata the checkpoint storage wrote) and drops the pointers beyond the retained ones. A
+former leader's transaction fails, so it can neither complete a checkpoint nor, therefore,
+commit one. A new leader restores the latest pointer; its checkpoint ids come from the job's
+checkpoint id counter (``checkpoint_id_counter``), which every trigger advanced, so they go on
+after every id ever handed out, not after the latest completed one. The job's clean-up
+(``shutdown``) removes its pointers and its counter.
 """
 
 from __future__ import annotations
@@ -44,11 +46,8 @@ class CompletedCheckpointStore(Protocol):
     def latest(self) -> tuple[int, str] | None:
         """``(checkpoint id, metadata location)`` of the newest completed one, or None."""
 
-    def next_checkpoint_id(self) -> int:
-        """The id the next checkpoint takes (1 for a new job)."""
-
     def shutdown(self) -> None:
-        """The job reached a terminal state: drop its pointers and counter."""
+        """The job reached a terminal state: drop its pointers and checkpoint id counter."""
 
 
 class NoCompletedCheckpointStore:
@@ -59,9 +58,6 @@ class NoCompletedCheckpointStore:
 
     def latest(self) -> tuple[int, str] | None:
         return None
-
-    def next_checkpoint_id(self) -> int:
-        return 1
 
     def shutdown(self) -> None:
         pass
@@ -99,19 +95,12 @@ class ZooKeeperCheckpointStore:
     def _add(self, checkpoint_id: int, location: str, retained: int) -> None:
         paths, job_id = self._paths, self._job_id
         self._client.ensure_path(paths.checkpoints(job_id))
-        counter = paths.checkpoint_id_counter(job_id)
-        counter_exists = self._client.exists(counter) is not None
         others = [i for i in self._ids() if i != checkpoint_id]
         dropped = others[: max(0, len(others) - max(retained - 1, 0))]
         pointer = json.dumps({"checkpoint_id": checkpoint_id, "location": location}).encode()
-        next_id = str(checkpoint_id + 1).encode()
 
         def build(t: TransactionRequest) -> None:
             t.create(paths.checkpoint(job_id, checkpoint_id), pointer)
-            if counter_exists:
-                t.set_data(counter, next_id)
-            else:
-                t.create(counter, next_id)
             for old in dropped:
                 t.delete(paths.checkpoint(job_id, old))
 
@@ -125,25 +114,21 @@ class ZooKeeperCheckpointStore:
         pointer = json.loads(data)
         return int(pointer["checkpoint_id"]), str(pointer["location"])
 
-    def _next_checkpoint_id(self) -> int:
-        try:
-            data, _ = self._client.get(self._paths.checkpoint_id_counter(self._job_id))
-        except NoNodeError:
-            return 1
-        return int(data.decode())
-
     def _shutdown(self) -> None:
         job = self._paths.job(self._job_id)
         if self._client.exists(job) is None:
             return
         nodes = [self._paths.checkpoint(self._job_id, i) for i in self._ids()]
+        checkpoints = self._paths.checkpoints(self._job_id)
+        has_checkpoints = self._client.exists(checkpoints) is not None  # none completed: none
         counter = self._paths.checkpoint_id_counter(self._job_id)
         has_counter = self._client.exists(counter) is not None
 
         def build(t: TransactionRequest) -> None:
             for node in nodes:
                 t.delete(node)
-            t.delete(self._paths.checkpoints(self._job_id))
+            if has_checkpoints:
+                t.delete(checkpoints)
             if has_counter:
                 t.delete(counter)
             t.delete(job)
@@ -160,10 +145,6 @@ class ZooKeeperCheckpointStore:
     def latest(self) -> tuple[int, str] | None:
         with zookeeper_errors(f"job {self._job_id}: reading the latest checkpoint"):
             return self._latest()
-
-    def next_checkpoint_id(self) -> int:
-        with zookeeper_errors(f"job {self._job_id}: reading the checkpoint id counter"):
-            return self._next_checkpoint_id()
 
     def shutdown(self) -> None:
         what = f"job {self._job_id}: removing its checkpoints"

@@ -14,6 +14,11 @@ from kazoo.client import KazooClient
 
 from millrace.config import Configuration, HighAvailabilityMode, HighAvailabilityOptions
 from millrace.runtime.control_messages import control_message_codec
+from millrace.runtime.highavailability.checkpoint_id_counter import (
+    CheckpointIdCounter,
+    StandaloneCheckpointIdCounter,
+    ZooKeeperCheckpointIdCounter,
+)
 from millrace.runtime.highavailability.completed_checkpoint_store import (
     CompletedCheckpointStore,
     NoCompletedCheckpointStore,
@@ -70,6 +75,10 @@ class LeaderServices(Protocol):
 
     def checkpoint_store(self, job_id: JobId) -> CompletedCheckpointStore: ...
 
+    def checkpoint_id_counter(self, job_id: JobId) -> CheckpointIdCounter:
+        """Where the job's checkpoint ids come from (Flink's CheckpointIDCounter)."""
+        ...
+
     def publish(self, component: str, address: str) -> None:
         """Publish a component's leader address (ZooKeeper only)."""
 
@@ -101,6 +110,9 @@ class _NoLeaderServices:
 
     def checkpoint_store(self, job_id: JobId) -> CompletedCheckpointStore:
         return NoCompletedCheckpointStore()
+
+    def checkpoint_id_counter(self, job_id: JobId) -> CheckpointIdCounter:
+        return StandaloneCheckpointIdCounter()
 
     def publish(self, component: str, address: str) -> None:
         pass
@@ -145,6 +157,11 @@ class _ZooKeeperLeaderServices:
 
     def checkpoint_store(self, job_id: JobId) -> CompletedCheckpointStore:
         return ZooKeeperCheckpointStore(
+            self._services.client, self._services.paths, job_id, self._fence
+        )
+
+    def checkpoint_id_counter(self, job_id: JobId) -> CheckpointIdCounter:
+        return ZooKeeperCheckpointIdCounter(
             self._services.client, self._services.paths, job_id, self._fence
         )
 

@@ -119,6 +119,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             if leader is not None
             else CheckpointStorage(*dirs)
         )
+        self._checkpoint_ids = leader.checkpoint_id_counter(job_graph.job_id) if leader else None
         self._committer = SinkCommitter(
             job_graph.job_id, check_leadership=leader.check_leadership if leader else None
         )
@@ -142,7 +143,7 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
     def create_scheduler(self) -> Scheduler:
         """A Scheduler of ``job_graph`` (not started): at the start and after a live change."""
         conf, io, graph, storage = self._configuration, self._io, self.job_graph, self._storage
-        return Scheduler(
+        scheduler = Scheduler(
             ExecutionGraph(graph, self.clock),
             conf,
             self._main_thread,
@@ -155,6 +156,8 @@ class JobMaster(FencedRpcEndpoint, implements=(JobMasterGateway,)):
             conf.without_security(),  # no secret in task deployments
             self,
         )
+        scheduler.checkpoints.ids.use_counter(self._checkpoint_ids)  # HA: ZooKeeper's
+        return scheduler
 
     # Life cycle --------------------------------------------------------------------------------
 
