@@ -381,7 +381,7 @@ def test_a_zookeeper_outage_longer_than_the_session_timeout_keeps_a_prompt_clien
 
     zookeeper.stop()
     wait_until(lambda: states.saw(KazooState.SUSPENDED), what="the client suspended")
-    time.sleep(4.5)  # the outage: longer than the 4 s session timeout, on purpose
+    time.sleep(4.5)  # fault injection: the outage, longer than the 4 s session timeout
     zookeeper.start()
 
     # the positive event: the client's listener saw it connected again after the suspension
