@@ -4,6 +4,9 @@ frozen with SIGSTOP and thawed, the JobManager killed and started again on its a
 Every test builds its cluster of separate processes (1 JobManager, TaskManagers with their own
 SparkSessions), submits from this process over authenticated TCP, and SIGKILLs every process
 group it started in teardown. Output is compared row by row with pandas on the same files.
+That no task of a dead JobManager's job writes on is checked once the TaskManagers' own
+metrics show none of its tasks alive (a task leaves them at its final state), not after a
+pause.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import signal
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from millrace import Configuration, FileSource, ParquetSink, StreamExecutionEnvironment
+from millrace.runtime.entrypoint.cluster_files import ClusterFiles
 from millrace.runtime.job_result import JobResultSuccess
 from tests.integration.helpers import (
     assert_same_result,
@@ -160,6 +166,25 @@ def test_sigstop_declares_a_task_manager_dead_moves_its_tasks_and_sigcont_brings
     assert second.accumulators[second.details.vertices[0].name].records_out == 60
 
 
+def live_tasks(cluster: StandaloneCluster, job_id: str) -> set[str]:
+    """The attempts of ``job_id``'s tasks alive on the TaskManagers, as their Prometheus
+    reporters list them: a task is listed from its deployment until its TaskExecutor processed
+    its final state, which the task thread reports as its last act (its Spark work done)."""
+    alive = set()
+    for info in ClusterFiles(cluster.configuration).processes():
+        if info.kind != "taskmanager":
+            continue
+        assert info.metrics_url, f"TaskManager {info.pid} has no Prometheus reporter"
+        page = httpx.get(info.metrics_url, timeout=10).text
+        alive |= {
+            sample.labels["task_attempt_id"]
+            for family in text_string_to_metric_families(page)
+            for sample in family.samples
+            if sample.labels.get("job_id") == job_id
+        }
+    return alive
+
+
 def test_task_managers_outlive_a_killed_job_manager_and_join_its_successor(
     spark, flights_dir, cluster, tmp_path
 ) -> None:
@@ -175,6 +200,10 @@ def test_task_managers_outlive_a_killed_job_manager_and_join_its_successor(
             lambda: cluster.job(graph.job_id).get("splits-assigned", 0) >= 2,
             what="the job running",
         )
+    cluster.wait_until(  # so that the check below, none left, is no vacuous one
+        lambda: live_tasks(cluster, graph.job_id),
+        what="the job's tasks in the TaskManagers' metrics",
+    )
     os.kill(jobmanager.pid, signal.SIGKILL)
     jobmanager.process.wait(timeout=30)
     cluster.wait_until(  # the TaskManagers notice, fail their tasks, keep trying
@@ -193,7 +222,12 @@ def test_task_managers_outlive_a_killed_job_manager_and_join_its_successor(
         lambda: cluster.rest("/overview")["slots-available"] == 4,
         what="the TaskManagers clean: all slots free",
     )
-    time.sleep(2 * INTERVAL)
+    # Every task of the dead JobManager's job has ended (no zombie runs on): only now can the
+    # listing below tell that none wrote after its TaskManager noticed.
+    cluster.wait_until(
+        lambda: not live_tasks(cluster, graph.job_id),
+        what="every task of the dead JobManager's job ended on its TaskManager",
+    )
     assert (sorted(pending.glob("*")) if pending.exists() else []) == written, (
         "a task of the dead JobManager's job kept writing"
     )
