@@ -10,6 +10,14 @@
 3. A failover test loses its TaskManager abruptly (``tests/faults.py``): no ``close_async()``
    in an end-to-end test (``tests/integration``) or in a test named for a loss or a crash,
    unless the test is named for a graceful shutdown.
+4. No sleep-then-assert: a ``time.sleep(...)`` followed within three lines by an ``assert``
+   is a negative check ("X does not happen") that a slow machine passes without X having had
+   its chance. Such a check waits for a positive event proving the system went past the point
+   where X would have happened (a later heartbeat, registration attempt or checkpoint; a round
+   trip through an endpoint's mailbox after the messages that could carry X). A sleep in a
+   ``while`` loop is a poll interval and is not flagged. A sleep that is the fault itself (a
+   pause that must last) says so on its line, ``# fault injection: <what lasts>``, and the
+   assertion after it still waits for a positive event.
 """
 
 from __future__ import annotations
@@ -56,11 +64,75 @@ def _has_timeout(call: ast.Call, name: str) -> bool:
     return bool(call.args) and name not in _TIMEOUT_KEYWORD_ONLY
 
 
+# Rule 4: lines after a sleep within which an assert makes it a sleep-then-assert check.
+_SLEEP_ASSERT_LINES = 3
+_FAULT_MARKER = "# fault injection:"
+# Rule 4's known offenders, to be fixed (issue 29): (path under tests/, the sleep's line,
+# stripped). Nothing is to be added here; an entry goes once its check waits for an event
+# (a changed line is flagged again).
+_PENDING_SLEEPS: frozenset[tuple[str, str]] = frozenset(
+    {
+        # idle connections kept alive: the idle time is the scenario, but "the same connection"
+        # should follow pings seen answered, not the pause alone
+        (
+            "rpc/test_tcp_rpc_service.py",
+            "time.sleep(5.0)  # 2.5 idle timeouts of the client without a call: its pings are"
+            " answered",
+        ),
+        (
+            "rpc/test_hostile_peers.py",
+            "time.sleep(4.5)  # 3 idle timeouts without a call on the honest client's connection",
+        ),
+        # the crash's timing (a fault injection, its owner to mark it or wait for staged output)
+        ("integration/test_batch_failover.py", "time.sleep(0.5)  # into its Spark job"),
+    }
+)
+
+
+def _is_sleep(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr == "sleep" and isinstance(func.value, ast.Name) and func.value.id == "time"
+    return isinstance(func, ast.Name) and func.id == "sleep"
+
+
+def _sleeps_then_asserts(tree: ast.AST, lines: list[str], path: str) -> list[Violation]:
+    """Rule 4: every ``time.sleep`` outside a ``while`` loop (in the same function) with an
+    ``assert`` statement starting within ``_SLEEP_ASSERT_LINES`` lines after it."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    asserts = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+    found = []
+    for node in ast.walk(tree):
+        if not _is_sleep(node) or _FAULT_MARKER in lines[node.lineno - 1]:
+            continue
+        outer = parents.get(node)
+        while outer is not None and not isinstance(
+            outer, ast.While | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+        ):
+            outer = parents.get(outer)
+        if isinstance(outer, ast.While):
+            continue  # a poll interval: the loop's condition is what it waits for
+        end = node.end_lineno or node.lineno
+        if any(end < line <= end + _SLEEP_ASSERT_LINES for line in asserts):
+            found.append(
+                Violation(
+                    path,
+                    node.lineno,
+                    "sleep then assert: wait for a positive event (or mark "
+                    f"'{_FAULT_MARKER} ...' a sleep that is the fault itself)",
+                )
+            )
+    return found
+
+
 def check_source(source: str, path: str = "<test>") -> list[Violation]:
     """The rule violations in one test module's source."""
     found: list[Violation] = []
     tree = ast.parse(source)
     lines = source.splitlines()
+    found += _sleeps_then_asserts(tree, lines, path)
     skip_allowed = Path(path).name in _SKIP_ALLOWED
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in _UNBOUNDED:
@@ -143,12 +215,59 @@ subprocess.run(["ps"], timeout=10)
     assert check_source(good) == []
 
 
+def test_the_checker_finds_a_sleep_then_assert() -> None:
+    bad = """
+def test_live_one_stays():
+    time.sleep(1.0)  # many heartbeat intervals
+    assert registered == ["tm-live"]
+
+def test_no_offer():
+    request()
+    sleep(0.1)
+
+    assert offers == []
+"""
+    assert [v.line for v in check_source(bad)] == [3, 8]
+
+
+def test_the_checker_accepts_poll_loops_marked_faults_and_distant_asserts() -> None:
+    good = """
+def test_poll():
+    while not done():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert done()
+
+def test_pause():
+    time.sleep(0.5)  # fault injection: the partition lasts half a second
+    wait_until(lambda: checkpoints() > 2, what="2 more checkpoints")
+    assert dropped == []
+
+def test_later():
+    time.sleep(0.5)
+    one()
+    two()
+    three()
+    assert four()
+"""
+    assert check_source(good) == []
+
+
 def _test_modules() -> list[Path]:
     return sorted(p for p in TESTS.rglob("*.py") if p.name != Path(__file__).name)
 
 
+def _pending(violation: Violation) -> bool:
+    path = Path(violation.path)
+    if not violation.rule.startswith("sleep then assert") or not path.is_relative_to(TESTS):
+        return False
+    line = path.read_text().splitlines()[violation.line - 1].strip()
+    return (path.relative_to(TESTS).as_posix(), line) in _PENDING_SLEEPS
+
+
 def test_no_test_waits_without_a_deadline_or_skips_silently() -> None:
     violations = [v for path in _test_modules() for v in check_source(path.read_text(), str(path))]
+    violations = [v for v in violations if not _pending(v)]
     assert not violations, "\n".join(str(v) for v in violations)
 
 
