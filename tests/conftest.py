@@ -96,7 +96,7 @@ def _stop_a_context_left_in_the_shared_jvm() -> None:
     # SparkContext.getActive is private[spark] in Scala: public in bytecode, on the companion
     left = getattr(getattr(jvm.org.apache.spark, "SparkContext$"), "MODULE$").getActive()
     if left.isDefined():
-        left.get().stop()
+        left.get().stop()  # bounded: Scala Option.get, not a wait
 
 
 @pytest.fixture(scope="session")

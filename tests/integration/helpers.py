@@ -16,6 +16,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
+from tests.rows import assert_same_rows
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -57,7 +59,9 @@ def read_flights(directory: Path) -> pd.DataFrame:
 
 
 def assert_same_result(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
-    """Same (carrier, window) rows, exact counts, averages within 1e-9."""
+    """The flight-delays output: its columns in order, and exactly the expected rows as a
+    multiset (``tests.rows.assert_same_rows``: exact counts and window ends, averages within
+    1e-9; a duplicated window fails)."""
     assert list(actual.columns) == [
         "carrier",
         "window_start",
@@ -65,19 +69,7 @@ def assert_same_result(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
         "flights",
         "avg_dep_delay",
     ]
-    merged = actual.merge(
-        expected,
-        on=["carrier", "window_start"],
-        how="outer",
-        suffixes=("", "_expected"),
-        indicator=True,
-    )
-    missing = merged[merged["_merge"] != "both"]
-    assert missing.empty, f"rows only on one side:\n{missing.head(20)}"
-    assert len(actual) == len(expected)
-    assert (merged["flights"] == merged["flights_expected"]).all()
-    assert (merged["window_end"] == merged["window_end_expected"]).all()
-    assert (merged["avg_dep_delay"] - merged["avg_dep_delay_expected"]).abs().max() <= 1e-9
+    assert_same_rows(actual, expected)
 
 
 JOIN_ORDER = ["time_hour", "carrier", "flight", "origin", "tailnum"]
