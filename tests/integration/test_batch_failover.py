@@ -142,7 +142,7 @@ def run_losing_a_task_manager(
 
         wait_until(keyed_stage_running, what=f"a {prefix} subtask running", timeout=WAIT)
         assert victim is not None and not waiting.done(), "the job ended before the crash"
-        time.sleep(0.5)  # into its Spark job
+        time.sleep(0.5)  # fault injection: the crash lands inside its Spark job
         crash_task_executor(victim)
         result = result_within(waiting, WAIT, what="the job's result after the crash")
     assert isinstance(result, JobResultSuccess), result
