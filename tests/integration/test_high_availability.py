@@ -15,6 +15,7 @@ import re
 import signal
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ import pytest
 from kazoo.exceptions import NoNodeError
 
 from millrace import Configuration, StreamExecutionEnvironment
-from millrace.errors import CheckpointError, JobChangeError
+from millrace.errors import CheckpointError, HighAvailabilityError, JobChangeError
 from millrace.runtime.checkpoint.checkpoint_storage import CheckpointStorage
 from millrace.runtime.highavailability.leader_retrieval import retrieve_leader
 from millrace.runtime.highavailability.zookeeper_client import (
@@ -148,6 +149,33 @@ class HaCluster:
             what="a clean job result entry",
         )
 
+    def published_rest_port(self) -> str | None:
+        """The REST port the leader published, None while none is."""
+        try:
+            return self.leader_rest(timeout=1).rsplit(":", 1)[1]
+        except HighAvailabilityError:
+            return None
+
+    def stored_job_graph(self, job_id: str) -> tuple[bytes, bytes]:
+        """The job's entry in the JobGraph store: its znode's data (the payload's path) and
+        the payload."""
+        data, _ = self.zookeeper.get(self.paths.job_graph(job_id))  # type: ignore[arg-type]
+        return data, Path(data.decode()).read_bytes()
+
+    def leave_uncleaned(self, job_id: str, stored_graph: tuple[bytes, bytes]) -> None:
+        """Put back what a leader that died between recording the job's result and its
+        clean-up leaves: the job graph stored, the result entry dirty (FLIP-194)."""
+        data, payload = stored_graph
+        Path(data.decode()).write_bytes(payload)
+        self.zookeeper.create(self.paths.job_graph(job_id), data)  # type: ignore[arg-type]
+        [clean] = (self.cluster.work / "ha").rglob(f"job-result-store/{job_id}.msgpack")
+        clean.rename(clean.with_name(f"{job_id}_DIRTY.msgpack"))
+
+    def result_entries(self, job_id: str) -> list[str]:
+        """The job's files in the JobResultStore."""
+        store = self.cluster.work / "ha"
+        return sorted(p.name for p in store.rglob(f"job-result-store/{job_id}*"))
+
     def close(self) -> None:
         stop_zookeeper_client(self.zookeeper)
         self.cluster.close()
@@ -191,10 +219,15 @@ def start_job(spark, flights_dir: Path, ha_cluster: HaCluster, work: Path, taskm
     return env.get_job_graph("flight-delays-ha"), gate, out
 
 
+def jobmanager_log(process: ClusterProcess, work: Path) -> str:
+    """What the JobManager ``process`` logged (its INFO log file)."""
+    logs = sorted((work / "tmp" / "log").glob(f"jobmanager-*-{process.pid}.log"))
+    return "".join(log.read_text(errors="replace") for log in logs)
+
+
 def committed(process: ClusterProcess, work: Path) -> int:
     """How many checkpoint commits the JobManager ``process`` logged (its INFO log file)."""
-    logs = list((work / "tmp" / "log").glob(f"jobmanager-*-{process.pid}.log"))
-    return sum(log.read_text(errors="replace").count(": committed checkpoint") for log in logs)
+    return jobmanager_log(process, work).count(": committed checkpoint")
 
 
 def test_sigkill_of_the_leading_jobmanager_mid_job_the_standby_recovers_it_exactly(
@@ -288,6 +321,11 @@ def test_a_leader_frozen_past_its_session_timeout_wakes_as_a_standby_and_commits
 def test_three_jobmanagers_survive_two_leader_kills_and_a_finished_job_never_runs_again(
     spark, flights_dir, ha_cluster, tmp_path
 ) -> None:
+    """Two leaders killed mid-job, the third finishes it exactly. Then the finished job is
+    left as if its leader had died after recording its result and before the clean-up (a
+    dirty entry in the JobResultStore, its job graph stored again): the next leader must not
+    start a JobMaster for it (the JobResultStore says it ended), clean up what it left, and
+    list it once, FINISHED, once its recovery is done."""
     cluster = ha_cluster.cluster
     jobmanagers = [ha_cluster.start_jobmanager()]
     ha_cluster.leader_rest()
@@ -306,31 +344,47 @@ def test_three_jobmanagers_survive_two_leader_kills_and_a_finished_job_never_run
             os.killpg(leader.pid, signal.SIGKILL)
             leader.process.wait(timeout=30)
             jobmanagers.remove(leader)
-            cluster.wait_until(
-                lambda r=leader_rest: ha_cluster.leader_rest(timeout=1) != r,
+            old_port = leader_rest.rsplit(":", 1)[1]
+            cluster.wait_until(  # (none published for a while: the old one's session expired)
+                lambda p=old_port: ha_cluster.published_rest_port() not in (None, p),
                 what=f"a new leader after kill {kill + 1}",
             )
             cluster.wait_until(
                 lambda: running_everywhere(ha_cluster.job(graph.job_id)),
                 what=f"the job running again after kill {kill + 1}",
             )
+        stored_graph = ha_cluster.stored_job_graph(graph.job_id)  # (znode data, payload)
         gate.touch()
         result = result_within(waiting, WAIT, what="the job's result from the third leader")
     assert isinstance(result, JobResultSuccess), result
     expected = expected_flight_delays(read_flights(flights_dir))
     assert_same_result(read_output(out), expected)
 
-    # A finished job is never run again: one more failover, and the new leader only reports it.
+    # A finished job is never run again: its graph stored again and its result dirty, as if
+    # its leader had died before the clean-up; one more failover.
     ha_cluster.await_clean_result(graph.job_id)
+    assert not ha_cluster.zookeeper.exists(ha_cluster.paths.job_graph(graph.job_id))
     written = sorted(p.name for p in out.rglob("*.parquet"))
+    ha_cluster.leave_uncleaned(graph.job_id, stored_graph)
     fresh = ha_cluster.start_jobmanager()
     os.killpg(jobmanagers[0].pid, signal.SIGKILL)
+    fresh_port = ha_cluster.rest_ports[fresh.pid]
     cluster.wait_until(
-        lambda: ha_cluster.job(graph.job_id).get("state") == "FINISHED",
-        what="the new leader reporting the finished job",
+        lambda: ha_cluster.published_rest_port() == fresh_port, what="the fresh JobManager leading"
     )
-    time.sleep(3)  # a job wrongly recovered would be deploying by now
-    assert ha_cluster.job(graph.job_id)["state"] == "FINISHED"
+    # /jobs is answered once the new leader's recovery is done (calls wait for it): past the
+    # point where a JobMaster for the job would have started
+    listed = ha_cluster.rest("/jobs")["jobs"]
+    assert Counter((j["id"], j["status"]) for j in listed) == Counter(
+        {(graph.job_id, "FINISHED"): 1}
+    ), "the finished job was started again"
+    log = jobmanager_log(fresh, tmp_path)
+    assert f"not recovering job {graph.job_id}: it already reached a globally terminal" in log
+    assert f"({graph.job_id}) from" not in log, "the new leader recovered the finished job"
+    assert f"submitted job {graph.name} ({graph.job_id})" not in log
+    # what the job left is cleaned up by the new leader: no graph, a clean result
+    assert not ha_cluster.zookeeper.exists(ha_cluster.paths.job_graph(graph.job_id))
+    assert ha_cluster.result_entries(graph.job_id) == [f"{graph.job_id}.msgpack"]
     assert sorted(p.name for p in out.rglob("*.parquet")) == written
     assert_same_result(read_output(out), expected)
     assert fresh.process.poll() is None
