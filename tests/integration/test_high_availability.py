@@ -149,6 +149,15 @@ class HaCluster:
             what="a clean job result entry",
         )
 
+    def checkpoint_id_counter(self, job_id: str) -> int:
+        """The next id of the job's checkpoint id counter in ZooKeeper (0: no counter)."""
+        node = self.paths.checkpoint_id_counter(job_id)  # type: ignore[arg-type]
+        try:
+            data, _ = self.zookeeper.get(node)
+        except NoNodeError:
+            return 0
+        return int(data.decode())
+
     def published_rest_port(self) -> str | None:
         """The REST port the leader published, None while none is."""
         try:
@@ -354,6 +363,9 @@ def test_three_jobmanagers_survive_two_leader_kills_and_a_finished_job_never_run
                 what=f"the job running again after kill {kill + 1}",
             )
         stored_graph = ha_cluster.stored_job_graph(graph.job_id)  # (znode data, payload)
+        # the JobMasters reserved their checkpoint ids in ZooKeeper's counter: it is past them
+        completed = [int(c) for c in ha_cluster.completed_checkpoints(graph.job_id)]
+        assert ha_cluster.checkpoint_id_counter(graph.job_id) > max(completed)
         gate.touch()
         result = result_within(waiting, WAIT, what="the job's result from the third leader")
     assert isinstance(result, JobResultSuccess), result
