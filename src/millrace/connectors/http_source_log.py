@@ -25,6 +25,7 @@ Threading:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -216,12 +217,17 @@ def _write_local(directory: str, name: str, data: bytes, *, overwrite: bool) -> 
     temporary = os.path.join(directory, f".{name}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)  # a write cut short (disk full, file size limit) leaves nothing
+        raise
     if overwrite:
         os.replace(temporary, os.path.join(directory, name))
     else:
