@@ -313,9 +313,13 @@ class KeyedTaskRun:
 
     def end(self) -> None:
         """EndOfPartition on every channel; waits for the task to finish."""
+        self.end_inputs()
+        result_within(self.ended, WAIT, what=f"{self.tdd.task_name} to finish")
+
+    def end_inputs(self) -> None:
+        """EndOfPartition on every channel (a task that should fail ends at once if not)."""
         for channel in range(len(self.channels)):
             self.send(channel, EndOfPartition())
-        result_within(self.ended, WAIT, what=f"{self.tdd.task_name} to finish")
 
     def _failed(self, raise_it: bool = False) -> bool:
         error = self.ended.exception(timeout=0) if self.ended.done() else None

@@ -5,8 +5,9 @@ upserts), run on its own thread in the test session's SparkSession with scripted
 - at each checkpoint barrier it emits exactly the keys whose input changed since the previous
   barrier, each with its aggregates over all its input so far (partials merged, or a buffered
   aggregate over the records); untouched keys are not emitted again, a barrier after no input
-  emits nothing; without checkpointing, every batch of input emits;
-- a bounded job emits one final row per key, once, at the end of input;
+  emits nothing; without checkpointing, every batch of input emits; the task counts the rows
+  it received and emitted;
+- a bounded job emits one final row per key, once, at the end of input, restored state included;
 - compaction of the state files (past ``state.compaction.max-files``) merges partials per key
   and changes no answer;
 - the keyed state survives snapshot and restore by key group at another parallelism: every
@@ -143,6 +144,18 @@ def test_each_checkpoint_emits_the_changed_keys_with_values_over_all_input(
     assert multiset(outputs[-1:], names) == _values(
         first + second + third + fourth, {"d", "e"}, decomposable
     )
+    # the task's counters: exchange rows received, rows emitted, one Spark job per emission
+    received = sum(
+        t.num_rows
+        for rows in (first, second, third, fourth)
+        for t in exchange_tables(spark, rows, local, MAX_PARALLELISM, 1).values()
+    )
+    metrics = run.env.metrics
+    assert (metrics.records_in, metrics.records_out, metrics.bundles) == (
+        received,
+        sum(t.num_rows for t in outputs),
+        3,
+    )
 
 
 def test_without_checkpoints_every_batch_of_input_emits_its_changed_keys(
@@ -178,6 +191,15 @@ def test_a_bounded_job_emits_every_key_once_at_the_end_of_input(
     assert len(outputs) == 1
     names = OUT if decomposable else BUFFERED_OUT
     assert multiset(outputs, names) == Counter(answer(first + second, decomposable).values())
+
+    # restored from the checkpoint (its state settled): the end of input still emits every key
+    again = _start(spark, runs, tmp_path / "restored", op, restore=snapshot, attempt="restore")
+    third = records(33, 10, ("c", "d"))
+    _send(spark, again, 0, third, local)
+    again.end()
+    outputs = again.outputs()
+    assert len(outputs) == 1
+    assert multiset(outputs, names) == Counter(answer(first + third, decomposable).values())
 
 
 def _merged(state: pa.Table) -> dict[Any, tuple[Any, ...]]:
