@@ -8,7 +8,8 @@ run on its own thread in the test session's SparkSession with scripted producers
 - both inputs' rows are kept as state while a row to come can match them;
 - a snapshot restored at another parallelism gives each subtask exactly its key groups' rows of
   both inputs (none lost, none twice) and the watermark it had fired: a restored row joins the
-  rows to come, and no pair of two restored rows is emitted again.
+  rows to come, and no pair of two restored rows is emitted again;
+- a chain that does not start with an interval join fails the task.
 
 Answers are the join's pairs by definition in plain Python (``join_oracle``), compared as
 multisets.
@@ -24,7 +25,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from millrace.errors import PipelineError
 from millrace.runtime.checkpoint.key_groups import key_group_range
+from millrace.runtime.jobgraph import OperatorKind
+from millrace.spark.interval_join_stream_task import IntervalJoinStreamTask
 from millrace.spark.two_input_stream_task import INPUT_METADATA
 from tests.spark.aggregate_oracle import multiset
 from tests.spark.join_oracle import (
@@ -44,6 +48,7 @@ from tests.spark.keyed_task_harness import (
     pending_tables,
     snapshot_rows,
 )
+from tests.waiting import result_within
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -171,10 +176,14 @@ def test_a_snapshot_restored_at_another_parallelism_joins_on_without_repeating_p
             attempt=f"restore{index}",
         )
         runs.append(new)
-        _send(new, 0, replayed, groups)
+        # first the second input alone: its new rows join the restored rows of the first
+        # (whose schema comes from the restored state), then the replayed first-input rows
         _send(new, 1, new_right, groups)
         after = new.checkpoint(1)  # its gate's watermark (1 ms) is below the restored one
         assert after.watermark_ms == fired
+        emitted += multiset(pending_tables(after), OUTPUT)
+        _send(new, 0, replayed, groups)
+        after = new.checkpoint(2)
         emitted += multiset(pending_tables(after), OUTPUT)
         own = key_group_range(MAX_PARALLELISM, parallelism, index)
         for table in snapshot_rows(after):
@@ -188,6 +197,22 @@ def test_a_snapshot_restored_at_another_parallelism_joins_on_without_repeating_p
     new_rows = list(exchange(new_right, 1, groups, 1).values())
     assert state[0] == multiset([_plain(saved[0]), *replayed_rows])
     assert state[1] == multiset([_plain(saved[1]), *new_rows])
+
+
+def test_a_chain_that_does_not_start_with_an_interval_join_fails(
+    spark, tmp_path: Path, runs: list[KeyedTaskRun]
+) -> None:
+    from millrace.api.join_operators import WindowJoinOperator
+    from millrace.api.windows import TumblingEventTimeWindows
+
+    op = WindowJoinOperator(("k",), ("k",), TumblingEventTimeWindows(60_000), "_r", "join")
+    run = KeyedTaskRun(
+        IntervalJoinStreamTask, [(OperatorKind.WINDOW, "join", op)], tmp_path, inputs=(0, 1)
+    )
+    runs.append(run.start(spark))
+    run.end_inputs()
+    with pytest.raises(PipelineError, match="must start with an IntervalJoinOperator"):
+        result_within(run.ended, 120, what="the task to fail")
 
 
 def _plain(table: pa.Table) -> pa.Table:
