@@ -99,6 +99,7 @@ def test_key_columns_missing_or_of_other_types_fail_the_task(
     runs.append(run)
     run.bundle(0, _table({"k": pa.array(["a"]), "a_id": pa.array(["a-0"])}), 1)
     run.bundle(1, _table(right), 1)
+    run.end_inputs()
     with pytest.raises(PipelineError, match=message):
         result_within(run.ended, 120, what="the task to fail")
 
@@ -113,6 +114,7 @@ def test_a_restored_state_file_that_names_no_input_fails_the_restore(
     restore = TaskStateSnapshot(keyed_state=(KeyedStateHandle(path, 0, MAX_PARALLELISM - 1, 1),))
     run = start_join(spark, tmp_path / "run", (0, 1), restore=restore)
     runs.append(run)
+    run.end_inputs()
     with pytest.raises(PipelineError, match="no input in its metadata"):
         result_within(run.ended, 120, what="the task to fail")
 
