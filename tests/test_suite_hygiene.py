@@ -73,23 +73,7 @@ _FAULT_MARKER = "# fault injection:"
 # Rule 4's known offenders, to be fixed (issue 29): (path under tests/, the sleep's line,
 # stripped). Nothing is to be added here; an entry goes once its check waits for an event
 # (a changed line is flagged again).
-_PENDING_SLEEPS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # idle connections kept alive: the idle time is the scenario, but "the same connection"
-        # should follow pings seen answered, not the pause alone
-        (
-            "rpc/test_tcp_rpc_service.py",
-            "time.sleep(5.0)  # 2.5 idle timeouts of the client without a call: its pings are"
-            " answered",
-        ),
-        (
-            "rpc/test_hostile_peers.py",
-            "time.sleep(4.5)  # 3 idle timeouts without a call on the honest client's connection",
-        ),
-        # the crash's timing (a fault injection, its owner to mark it or wait for staged output)
-        ("integration/test_batch_failover.py", "time.sleep(0.5)  # into its Spark job"),
-    }
-)
+_PENDING_SLEEPS: frozenset[tuple[str, str]] = frozenset()
 
 
 def _is_sleep(node: ast.AST) -> bool:

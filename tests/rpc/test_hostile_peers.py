@@ -20,6 +20,7 @@ from millrace.config import Configuration
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
 from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.control_messages import control_message_codec
+from tests.rpc.connections import heard_through, open_connections
 from tests.rpc.raw_peer import CALL, RawPeer
 from tests.rpc.service_process import (
     ServiceProcess,
@@ -171,8 +172,10 @@ def test_a_frozen_authenticated_peer_is_dropped_after_the_idle_timeout(tmp_path,
                 service.descriptors,
             )
         assert "rpc.idle-timeout=1.5 s" in service.log()
-        time.sleep(4.5)  # 3 idle timeouts without a call on the honest client's connection
-        assert idle.size().result(WAIT) == 0  # the same connection: kept alive
+        # 3 idle timeouts without a call on the honest client's connection: keepalives hold it
+        link = heard_through(client, 4.5)
+        assert idle.size().result(WAIT) == 0
+        assert [c for c, _ in open_connections(client)] == [link]  # the same connection
 
 
 def test_a_peer_that_does_not_read_loses_its_connection_at_the_write_queue_cap(

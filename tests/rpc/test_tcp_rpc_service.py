@@ -10,7 +10,6 @@ import hmac
 import socket
 import struct
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
@@ -23,6 +22,7 @@ from millrace.rpc import RpcEndpoint, RpcGateway
 from millrace.rpc.tcp.tcp_rpc_service import TcpRpcService
 from millrace.rpc.tcp.transport_security import TransportSecurity
 from millrace.runtime.control_messages import control_message_codec
+from tests.rpc.connections import heard_through, open_connections
 from tests.rpc.raw_peer import CALL, REPLY, RawPeer, frame
 
 WAIT = 10.0
@@ -277,8 +277,10 @@ def test_a_short_idle_timeout_on_one_side_keeps_an_idle_connection_alive() -> No
         endpoint.start()
         gateway = eager_client.connect(endpoint.address, StoreGateway).result(WAIT)
         assert gateway.size().result(WAIT) == 0
-        time.sleep(5.0)  # 2.5 idle timeouts of the client without a call: its pings are answered
-        assert gateway.size().result(WAIT) == 0  # the same connection
+        # 2.5 idle timeouts of the client without a call: its pings are answered on it
+        link = heard_through(eager_client, 5.0)
+        assert gateway.size().result(WAIT) == 0
+        assert [c for c, _ in open_connections(eager_client)] == [link]  # the same connection
     finally:
         for s in (eager_client, quiet_server):
             s.close_async().result(timeout=WAIT)
