@@ -149,8 +149,10 @@ def is_spark_connect(spark: Any) -> bool:
 
 def stop_spark_session(spark: Any) -> None:
     """Stop the session, close the JVM gateway and wait for the JVM PySpark launched to exit
-    (killed after ``_JVM_EXIT_TIMEOUT`` s), so no JVM outlives the cluster. A Connect session
-    is released on its server and its channel closed, waited for at most
+    (killed after ``_JVM_EXIT_TIMEOUT`` s), so no JVM outlives the cluster. A JVM this process
+    joined instead of launching (``PYSPARK_GATEWAY_PORT``: spark-submit's, or the one
+    ``make mutation`` shares) is left running: only this side's connections are closed. A
+    Connect session is released on its server and its channel closed, waited for at most
     ``_CONNECT_RELEASE_TIMEOUT`` s (PySpark retries a call to a server that is down for minutes;
     the server drops a session it still holds when its own timeout says)."""
     from pyspark import SparkContext
@@ -171,7 +173,10 @@ def stop_spark_session(spark: Any) -> None:
         return
     process = getattr(gateway, "proc", None)  # the spark-submit JVM, if PySpark launched it
     try:
-        gateway.shutdown()
+        if process is None:  # a JVM this process joined (PYSPARK_GATEWAY_PORT): it lives on
+            gateway.close()
+        else:
+            gateway.shutdown()
     except Exception:  # the JVM may be gone already
         logger.debug("JVM gateway shutdown failed", exc_info=True)
     SparkContext._gateway = None
