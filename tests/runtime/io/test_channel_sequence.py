@@ -4,6 +4,7 @@ the gate at the spoiled event, before the task sees it."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,18 @@ def test_a_gap_a_repeat_or_a_stale_session_fails_naming_the_channel(
 def test_the_session_is_new_for_every_producer_attempt() -> None:
     assert channel_session_id("attempt-1") != channel_session_id("attempt-2")
     assert channel_session_id("attempt-1") == channel_session_id("attempt-1")
+
+
+def test_a_session_id_is_a_63_bit_number_using_all_63_bits() -> None:
+    """Session ids travel in control messages as non-negative signed 64-bit integers (msgpack,
+    Java's long): each is below 2**63, and the ids of many attempts spread over the whole
+    range (a narrower id would make two attempts' sessions collide more often)."""
+    ids = [channel_session_id(f"attempt-{i}") for i in range(256)]
+    assert all(0 <= i < 2**63 for i in ids)
+    assert max(ids) >= 2**62  # the top bit is used: 256 ids all below it has odds 2**-256
+    assert len(set(ids)) == 256
+    for i in ids:
+        assert struct.unpack(">q", struct.pack(">q", i)) == (i,)
 
 
 class Acks:

@@ -84,6 +84,19 @@ def test_stale_and_old_acks_are_ignored() -> None:
     assert w.unacked_bundles == 0
 
 
+def test_a_repeated_ack_is_ignored_and_a_new_window_has_none() -> None:
+    """An Ack of the latest acknowledged sequence again (a consumer answering one AckRequest
+    twice) is not newer: ignored. A new window has acknowledged nothing yet (-1)."""
+    w = window()
+    assert w.acked == -1 and "acked=-1" in repr(w)
+    send(w)
+    send(w)
+    request = w.stamp()
+    assert w.on_ack(Ack(SESSION, request, request + 1))
+    assert not w.on_ack(Ack(SESSION, request, request + 1))
+    assert w.acked == request and w.unacked_bundles == 0
+
+
 def test_an_ack_reporting_fewer_events_than_sent_counts_them_lost() -> None:
     w = window()
     send(w)
@@ -112,6 +125,25 @@ def test_settings_come_from_the_keys_and_a_bad_interval_fails_naming_it() -> Non
         bad.validate()
     with pytest.raises(ConfigError, match="max-unacked-bytes"):
         Configuration({FlowControlOptions.MAX_UNACKED_BYTES.key: "0 b"}).validate()
+
+
+def test_settings_read_each_of_the_four_keys() -> None:
+    """Every key set to a value other than its default ends up in its own field."""
+    conf = Configuration(
+        {
+            FlowControlOptions.ENABLED.key: False,
+            FlowControlOptions.MAX_UNACKED_BUNDLES.key: 9,
+            FlowControlOptions.MAX_UNACKED_BYTES.key: "3 mb",
+            FlowControlOptions.ACK_REQUEST_INTERVAL.key: 7,
+        }
+    )
+    assert FlowControlSettings.from_configuration(conf) == FlowControlSettings(
+        enabled=False,
+        max_unacked_bundles=9,
+        max_unacked_bytes=3 * 1024 * 1024,
+        ack_request_interval=7,
+    )
+    assert FlowControlSettings.from_configuration(Configuration()) == FlowControlSettings()
 
 
 def partition(bundles: int = 2, interval: int = 1) -> ResultPartition:
