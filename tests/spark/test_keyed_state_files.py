@@ -10,7 +10,8 @@ Guarantees guarded (Flink's key groups, "Scaling of keyed state" in Flink's docs
 - a snapshot writes exactly the table's rows under the checkpoint's layout (job, ``chk-<id>``,
   vertex, subtask, attempt; ``part`` suffix), and names the writer's key-group range, its rows
   and its size; an empty table writes nothing;
-- live state files round-trip through the exchange store, and removing one twice is fine.
+- live state files round-trip through the exchange store (files of two schemas concatenate to
+  one), and removing one twice is fine.
 
 No Spark here: the module is pyarrow and fsspec only, so these are fast unit tests.
 Comparisons are multisets (``collections.Counter`` of rows).
@@ -247,3 +248,17 @@ def test_live_state_files_round_trip_and_are_removed(tmp_path: Path) -> None:
     assert not os.path.exists(paths[0]) and os.path.exists(paths[1])
     remove_file(paths[0])  # already gone: fine
     assert as_rows(concat_tables(paths[1:])) == Counter([(9, "B6", 2)])
+
+
+def test_live_state_files_of_two_schemas_concatenate_to_one(tmp_path: Path) -> None:
+    """Live state files written before and after a column appeared (an aggregate's column that
+    a later file adds): one table, every row, the missing column null in the earlier rows."""
+    earlier = rows_table([(1, "AA", 1), (2, "B6", 2)])
+    later = rows_table([(3, "DL", 3)]).append_column("extra", pa.array([1.5]))
+    paths = [
+        write_state_file(t, str(tmp_path / "state"), f"{i}.parquet")
+        for i, t in enumerate([earlier, later])
+    ]
+    table = concat_tables(paths)
+    assert as_rows(table) == Counter([(1, "AA", 1), (2, "B6", 2), (3, "DL", 3)])
+    assert table.column("extra").to_pylist() == [None, None, 1.5]
