@@ -497,3 +497,34 @@ def test_an_empty_state_fires_nothing(spark: Any) -> None:
     frame = state(spark, [], PARTIALS)
     assert output(fired_windows(frame, op, MAX_WATERMARK, MIN_WATERMARK)) == Counter()
     assert output(fired_once(frame.drop(FRESH), op)) == Counter()
+
+
+def test_fired_once_aggregates_the_buffered_records_of_every_window(spark: Any) -> None:
+    """A non-decomposable aggregate at the end of a bounded input: every window's records
+    aggregated by the user's columns, once (kills ``fired_once`` #24: the partials' final
+    columns for records)."""
+    from pyspark.sql import functions as F
+
+    op = WindowAggregateOperator(
+        ("carrier",),
+        TumblingEventTimeWindows(HOUR, 0),
+        AggregatePlan.of((F.count_distinct("delay").alias("delays"),)),
+        "window",
+    )
+    assert not op.plan.decomposable
+    rows = [
+        ("AA", 1.0, 0, 0),
+        ("AA", 1.0, 0, 0),
+        ("AA", 2.0, 0, 0),
+        ("B6", 5.0, 0, 63),
+        ("AA", 3.0, HOUR * US, 0),
+        ("DL", 4.0, 2 * HOUR * US, 64),
+    ]
+    windows: dict[tuple, set] = defaultdict(set)
+    for carrier, delay, ws, _kg in rows:
+        windows[(carrier, ws)].add(delay)
+    expected = Counter((c, ws, ws + HOUR * US, len(d)) for (c, ws), d in windows.items())
+    got = fired_once(spark.createDataFrame(rows, RECORDS), op).select(
+        "carrier", F.unix_micros("window_start"), F.unix_micros("window_end"), "delays"
+    )
+    assert Counter(tuple(r) for r in got.collect()) == expected
