@@ -21,7 +21,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -30,10 +29,9 @@ from millrace.api.connector.source import (
     SourceBundle,
     SourceReaderContext,
 )
-from millrace.api.operators import SinkOperator, SourceOperator
-from millrace.config import Configuration
+from millrace.api.operators import SourceOperator
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
-from millrace.runtime.deployment import InputChannelDescriptor, TaskDeploymentDescriptor
+from millrace.runtime.deployment import InputChannelDescriptor
 from millrace.runtime.io.input_gate import InputGate
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import (
@@ -45,18 +43,14 @@ from millrace.runtime.io.partition_events import (
     WatermarkStatus,
 )
 from millrace.runtime.io.result_partition import ResultPartition
-from millrace.runtime.jobgraph import OperatorKind, SerializedOperator
-from millrace.runtime.taskexecutor.task_environment import TaskEnvironment
 from millrace.spark import source_stream_task
 from millrace.spark.source_stream_task import SourceStreamTask
 from millrace.types import (
     Address,
-    AllocationId,
-    ExecutionAttemptId,
     JobId,
-    JobVertexId,
     ResultPartitionId,
 )
+from tests.spark.source_task_environment import source_task_environment
 from tests.waiting import wait_until
 
 WAIT = 30.0
@@ -142,55 +136,16 @@ class Harness:
         self.inbox.mkdir()
         self.arrived = 0
         source = SourceOperator(ArrivingSource(str(self.inbox)), "t", 0, "arriving", IDLE_MS)
-        sink = SinkOperator(object(), "Sink: nowhere")
-        tdd = TaskDeploymentDescriptor(
-            JobId("job"),
-            "job",
-            Address("local://test/jobmaster"),
-            JobVertexId("src"),
-            "arriving (1/1)",
-            0,
-            1,
-            ExecutionAttemptId("attempt-1"),
-            AllocationId("slot-0"),
-            "millrace.spark.source_stream_task:SourceStreamTask",
-            (
-                SerializedOperator.of(OperatorKind.SOURCE, "arriving", source),
-                SerializedOperator.of(OperatorKind.SINK, "Sink: nowhere", sink),
-            ),
-            True,
-            ResultPartitionId("attempt-1"),
-            1,
-            (),
-            128,
-        )
-        session: Future[Any] = Future()
-        context = SimpleNamespace(
-            setJobGroup=lambda *a, **k: None, setLocalProperty=lambda *a: None
-        )
-        session.set_result(SimpleNamespace(sparkContext=context))
         self.replies = [NextInputSplit(SPLIT, 0, position=0)]
-        self.env = TaskEnvironment(
-            tdd,
-            Configuration({"execution.bundle.max-delay": "5 ms"}),
-            session,
+        self.env = source_task_environment(
+            source,
             self.work,
-            request_split=self._next_split,
-            emit=lambda subpartition, event: self.events.append(event),
-            input_gate=None,
-            checkpoint_responder=self,
-            report_metrics=lambda: None,
+            replies=self.replies,
+            events=self.events,
+            responder=self,
+            bundle_max_delay="5 ms",
         )
         self.ended: Future[None] = Future()
-
-    def _next_split(self) -> Future[NextInputSplit]:
-        reply: Future[NextInputSplit] = Future()
-        reply.set_result(
-            self.replies.pop(0)
-            if self.replies
-            else NextInputSplit(None, MAX_WATERMARK, more_expected=True)
-        )
-        return reply
 
     # CheckpointResponder
     def acknowledge_checkpoint(self, checkpoint_id: int, snapshot: TaskStateSnapshot) -> None:

@@ -13,17 +13,14 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from millrace.api.connector.source import Boundedness, SourceReaderContext
-from millrace.api.operators import SinkOperator, SourceOperator
-from millrace.config import Configuration
+from millrace.api.operators import SourceOperator
 from millrace.errors import TaskCancelledError
 from millrace.runtime.checkpoint.task_state_snapshot import TaskStateSnapshot
-from millrace.runtime.deployment import TaskDeploymentDescriptor
 from millrace.runtime.io.input_split import InputSplit, NextInputSplit, SplitState
 from millrace.runtime.io.partition_events import (
     MAX_WATERMARK,
@@ -33,17 +30,8 @@ from millrace.runtime.io.partition_events import (
     Watermark,
     WatermarkStatus,
 )
-from millrace.runtime.jobgraph import OperatorKind, SerializedOperator
-from millrace.runtime.taskexecutor.task_environment import TaskEnvironment
 from millrace.spark.source_stream_task import SourceStreamTask
-from millrace.types import (
-    Address,
-    AllocationId,
-    ExecutionAttemptId,
-    JobId,
-    JobVertexId,
-    ResultPartitionId,
-)
+from tests.spark.source_task_environment import source_task_environment
 from tests.waiting import result_within, wait_until
 
 WAIT = 30.0
@@ -96,55 +84,16 @@ class Harness:
 
     def __post_init__(self) -> None:
         source = SourceOperator(ScriptedSource(self.boundedness), None, 0, "scripted", None)
-        sink = SinkOperator(object(), "Sink: nowhere")
-        tdd = TaskDeploymentDescriptor(
-            JobId("job"),
-            "job",
-            Address("local://test/jobmaster"),
-            JobVertexId("src"),
-            "scripted (1/1)",
-            0,
-            1,
-            ExecutionAttemptId("attempt-1"),
-            AllocationId("slot-0"),
-            "millrace.spark.source_stream_task:SourceStreamTask",
-            (
-                SerializedOperator.of(OperatorKind.SOURCE, "scripted", source),
-                SerializedOperator.of(OperatorKind.SINK, "Sink: nowhere", sink),
-            ),
-            True,
-            ResultPartitionId("attempt-1"),
-            1,
-            (),
-            128,
+        self.env = source_task_environment(
+            source,
+            self.work,
+            replies=self.replies,
+            events=self.events,
+            responder=self,
+            bundle_max_delay="10 ms",
             restore=self.restore,
         )
-        session: Future[Any] = Future()
-        context = SimpleNamespace(
-            setJobGroup=lambda *a, **k: None, setLocalProperty=lambda *a: None
-        )
-        session.set_result(SimpleNamespace(sparkContext=context))
-        self.env = TaskEnvironment(
-            tdd,
-            Configuration({"execution.bundle.max-delay": "10 ms"}),
-            session,
-            self.work,
-            request_split=self._next_split,
-            emit=lambda subpartition, event: self.events.append(event),
-            input_gate=None,
-            checkpoint_responder=self,
-            report_metrics=lambda: None,
-        )
         self.ended: Future[None] = Future()
-
-    def _next_split(self) -> Future[NextInputSplit]:
-        reply: Future[NextInputSplit] = Future()
-        reply.set_result(
-            self.replies.pop(0)
-            if self.replies
-            else NextInputSplit(None, MAX_WATERMARK, more_expected=True)
-        )
-        return reply
 
     # CheckpointResponder
     def acknowledge_checkpoint(self, checkpoint_id: int, snapshot: TaskStateSnapshot) -> None:
