@@ -405,9 +405,9 @@ def test_fired_once_and_compaction_of_sessions_use_the_merged_sessions(spark: An
 RECORDS = "carrier string, delay double, __ws long, __kg int"
 
 
-def test_buffered_records_are_aggregated_when_their_window_fires(spark: Any) -> None:
-    """A non-decomposable aggregate (count distinct): the state holds the records; a firing
-    aggregates exactly the due windows' records; compaction copies them unchanged."""
+def distinct_delays_per_hour() -> WindowAggregateOperator:
+    """Distinct delays per carrier and hour: an aggregate that does not decompose, so the
+    window's state holds its records."""
     from pyspark.sql import functions as F
 
     op = WindowAggregateOperator(
@@ -417,6 +417,15 @@ def test_buffered_records_are_aggregated_when_their_window_fires(spark: Any) -> 
         "window",
     )
     assert not op.plan.decomposable
+    return op
+
+
+def test_buffered_records_are_aggregated_when_their_window_fires(spark: Any) -> None:
+    """A non-decomposable aggregate (count distinct): the state holds the records; a firing
+    aggregates exactly the due windows' records; compaction copies them unchanged."""
+    from pyspark.sql import functions as F
+
+    op = distinct_delays_per_hour()
     rows = [
         ("AA", 1.0, 0, 0),
         ("AA", 1.0, 0, 0),
@@ -505,13 +514,7 @@ def test_fired_once_aggregates_the_buffered_records_of_every_window(spark: Any) 
     columns for records)."""
     from pyspark.sql import functions as F
 
-    op = WindowAggregateOperator(
-        ("carrier",),
-        TumblingEventTimeWindows(HOUR, 0),
-        AggregatePlan.of((F.count_distinct("delay").alias("delays"),)),
-        "window",
-    )
-    assert not op.plan.decomposable
+    op = distinct_delays_per_hour()
     rows = [
         ("AA", 1.0, 0, 0),
         ("AA", 1.0, 0, 0),
